@@ -1,0 +1,36 @@
+# ratelimit: rate limits and quotas inside PostgreSQL (PGXS)
+
+EXTENSION = ratelimit
+MODULE_big = ratelimit
+OBJS = \
+	src/ratelimit.o \
+	src/guc.o \
+	src/algo.o \
+	src/algo_window.o \
+	src/algo_bucket.o \
+	src/algo_log.o \
+	src/store.o \
+	src/dispatch.o \
+	src/functions.o
+
+DATA = $(wildcard sql/ratelimit--*.sql)
+PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
+
+# Regression and isolation suites run on a private server with the library
+# preloaded: "make install" first, then "make installcheck".
+REGRESS = algorithms fixed_window sliding_window_log sliding_window_counter \
+	token_bucket leaky_bucket arguments privileges reset
+REGRESS_OPTS = --inputdir=test --outputdir=test \
+	--temp-instance=$(CURDIR)/test/tmp_instance \
+	--temp-config=$(CURDIR)/test/ratelimit.conf
+ISOLATION = concurrent_key
+ISOLATION_OPTS = --inputdir=test --outputdir=test/output_iso \
+	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
+	--temp-config=$(CURDIR)/test/ratelimit.conf
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+PROVE_FLAGS = -I $(CURDIR)/test/t
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * algo_common.h
+ *		Exact integer helpers shared by the algorithm files.
+ *
+ * Everything is inline and pure: the callers run under an LWLock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_ALGO_COMMON_H
+#define RL_ALGO_COMMON_H
+
+/* reset_at is saturated here (Unix us, about year 148000) */
+#define RL_TIME_SATURATE	((int64) 1 << 62)
+
+/* floor(a / b) for b > 0 */
+static inline int64
+rl_floor_div(int64 a, int64 b)
+{
+	int64		q = a / b;
+
+	if (a % b != 0 && a < 0)
+		q--;
+	return q;
+}
+
+/* ceil(a / b) for a >= 0, b > 0 */
+static inline int128
+rl_ceil_div128(int128 a, int128 b)
+{
+	return (a + b - 1) / b;
+}
+
+/* t + ceil(num / den) microseconds, saturated; num >= 0, den > 0 */
+static inline int64
+rl_time_after(int64 t, int128 num, int128 den)
+{
+	int128		r = (int128) t + rl_ceil_div128(num, den);
+
+	return r > RL_TIME_SATURATE ? RL_TIME_SATURATE : (int64) r;
+}
+
+/* num / den microseconds, in seconds; num >= 0, den > 0 */
+static inline double
+rl_seconds(int128 num, int128 den)
+{
+	return (double) num / ((double) den * 1000000.0);
+}
+
+/* floor(a / b) clamped to [0, INT64_MAX] for b > 0 */
+static inline int64
+rl_units(int128 a, int64 b)
+{
+	int128		q;
+
+	if (a <= 0)
+		return 0;
+	q = a / b;
+	return q > PG_INT64_MAX ? PG_INT64_MAX : (int64) q;
+}
+
+#endif							/* RL_ALGO_COMMON_H */

@@ -1,0 +1,169 @@
+/*-------------------------------------------------------------------------
+ *
+ * algo_log.c
+ *		sliding_window_log: an exact log of (time, cost) entries.
+ *
+ * An entry is live while its time is after t - W.  Entries are appended at
+ * the tail in time order (the caller clamps t so time never runs backwards
+ * for a key) and expire from the head, so the chain of blocks is a queue.
+ * Calls at the same microsecond merge into one entry.  Pure: no locks, no
+ * allocation (the caller lends a spare block), no errors.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "algo.h"
+#include "algo_common.h"
+
+/* The oldest and the newest entry; the log must not be empty. */
+#define LOG_OLDEST(s, m)	(&(m)->blocks[(s)->head].entries[(s)->head_pos])
+#define LOG_NEWEST(s, m)	(&(m)->blocks[(s)->tail].entries[(s)->tail_len - 1])
+
+/* Number of entries used in the block, given the log's bookkeeping. */
+static inline int
+block_end(const RlLogState *s, uint32 block)
+{
+	return block == s->tail ? s->tail_len : (int) RL_LOG_PER_BLOCK;
+}
+
+/*
+ * Drop the entries no longer live at t, handing emptied blocks to the
+ * caller through m->freed_*.
+ */
+static void
+log_expire(RlLogState *s, RlLogMemory *m, int64 t, int64 per)
+{
+	while (s->head != RL_NIL && LOG_OLDEST(s, m)->time <= t - per)
+	{
+		s->sum -= LOG_OLDEST(s, m)->cost;
+		if (++s->head_pos < block_end(s, s->head))
+			continue;
+
+		/* the head block is empty: give it back */
+		if (m->nfreed++ == 0)
+			m->freed_first = s->head;
+		m->freed_last = s->head;
+		s->nblocks--;
+		if (s->head == s->tail)
+			s->head = s->tail = RL_NIL;
+		else
+			s->head = m->next[s->head];
+		s->head_pos = 0;
+	}
+}
+
+/*
+ * Record cost at t.  Returns false, changing nothing, if that needs a block
+ * and the caller lent none.
+ */
+static bool
+log_append(RlLogState *s, RlLogMemory *m, int64 t, int64 cost)
+{
+	RlLogEntry *entry;
+
+	if (s->tail != RL_NIL && LOG_NEWEST(s, m)->time == t)
+	{
+		LOG_NEWEST(s, m)->cost += cost;
+		s->sum += cost;
+		return true;
+	}
+	if (s->tail == RL_NIL || s->tail_len == RL_LOG_PER_BLOCK)
+	{
+		uint32		block = m->spare;
+
+		if (block == RL_NIL)
+			return false;
+		m->spare = RL_NIL;
+		m->next[block] = RL_NIL;
+		if (s->tail == RL_NIL)
+		{
+			s->head = block;
+			s->head_pos = 0;
+		}
+		else
+			m->next[s->tail] = block;
+		s->tail = block;
+		s->tail_len = 0;
+		s->nblocks++;
+	}
+	entry = &m->blocks[s->tail].entries[s->tail_len++];
+	entry->time = t;
+	entry->cost = cost;
+	s->sum += cost;
+	return true;
+}
+
+/*
+ * Seconds until a call of the given cost fits: the time at which the oldest
+ * entry j expires such that the live entries newer than j plus the cost fit
+ * in the limit.
+ */
+static double
+log_retry_after(const RlLogState *s, const RlLogMemory *m, int64 t,
+				const RlParams *p)
+{
+	uint32		block = s->head;
+	int			pos = s->head_pos;
+	int128		newer = s->sum;
+
+	while (block != RL_NIL)
+	{
+		const RlLogEntry *entry = &m->blocks[block].entries[pos];
+
+		newer -= entry->cost;
+		if (newer + p->cost <= p->limit)
+			return rl_seconds(entry->time + p->per - t, 1);
+		if (++pos == block_end(s, block))
+		{
+			block = block == s->tail ? RL_NIL : m->next[block];
+			pos = 0;
+		}
+	}
+	return 0.0;					/* not reached: c <= L fits an empty log */
+}
+
+/*
+ * Make the state an empty log (a new key).
+ */
+void
+rl_log_init(RlLogState *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->head = s->tail = RL_NIL;
+}
+
+/*
+ * True if a call could need a new block (so the caller should lend one).
+ */
+bool
+rl_log_may_need_block(const RlLogState *s, const RlParams *p)
+{
+	return p->cost > 0 &&
+		(s->tail == RL_NIL || s->tail_len == RL_LOG_PER_BLOCK);
+}
+
+/*
+ * sliding_window_log: allowed iff the live costs plus c fit in L; then a
+ * call with c > 0 is logged.  The state must have been set up by
+ * rl_log_init.  Returns false if the call had to be logged
+ * but no block was lent; only expired entries have then been dropped.
+ */
+bool
+rl_sliding_window_log(RlLogState *s, RlLogMemory *m, int64 t,
+					  const RlParams *p, RlDecision *d)
+{
+	m->nfreed = 0;
+	m->freed_first = m->freed_last = RL_NIL;
+	log_expire(s, m, t, p->per);
+
+	d->allowed = p->cost <= p->limit - s->sum;
+	if (d->allowed && p->cost > 0 && !log_append(s, m, t, p->cost))
+		return false;
+
+	d->remaining = Max(p->limit - s->sum, 0);
+	d->retry_after = d->allowed ? 0.0 : log_retry_after(s, m, t, p);
+	d->reset_at = s->tail == RL_NIL ? t : LOG_NEWEST(s, m)->time + p->per;
+	d->delay = 0.0;
+	return true;
+}

@@ -1,0 +1,52 @@
+/*-------------------------------------------------------------------------
+ *
+ * backend.h
+ *		One rate-limit request, and the entry points of the places that can
+ *		decide it (the shared-memory store, Redis).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_BACKEND_H
+#define RL_BACKEND_H
+
+#include "algo.h"
+
+/* Unix epoch minus PostgreSQL epoch, in microseconds */
+#define RL_UNIX_OFFSET \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+/* "at" was not given: the deciding backend reads its clock */
+#define RL_NO_TIME PG_INT64_MIN
+
+typedef struct RlRequest
+{
+	RlAlgo		algo;
+	Oid			dbid;
+	const char *key;
+	int			keylen;
+	RlParams	params;
+	int64		at;				/* Unix microseconds, or RL_NO_TIME */
+} RlRequest;
+
+/* Outcome of a backend that may be unable to decide */
+typedef enum RlStatus
+{
+	RL_OK = 0,					/* decision filled in */
+	RL_NO_ROOM,					/* store full: the key cannot be tracked */
+	RL_UNAVAILABLE				/* remote backend down, slow or failing */
+} RlStatus;
+
+/* dispatch.c: decide with the configured backend and failure policy */
+extern void rl_decide(const RlRequest *req, RlDecision *d);
+
+/* the decision made when the backend cannot decide (fail_mode) */
+extern void rl_fail_decision(const RlRequest *req, int64 now, bool allow,
+							 RlDecision *d);
+
+/* store.c */
+extern RlStatus rl_store_decide(const RlRequest *req, RlDecision *d);
+
+/* clock: microseconds since the Unix epoch */
+extern int64 rl_clock_now(void);
+
+#endif							/* RL_BACKEND_H */

@@ -1,0 +1,654 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.c
+ *		The shared-memory store: per-key state for the five algorithms.
+ *
+ * Layout (sized once at postmaster start from ratelimit.max_keys and
+ * ratelimit.pool_size; see docs/design.md):
+ *
+ *	RlStoreHeader	 settings as laid out, the pool's free list
+ *	RlPartition[n]	 per partition: free list, reclaim hand, counters
+ *	RlEntry[]		 max_keys entries, split evenly between partitions
+ *	uint32[]		 hash buckets (chain heads), per partition
+ *	RlBlock[]		 the pool: 64-byte blocks for sliding-log entries and
+ *					 for the bytes of keys longer than RL_KEY_INLINE
+ *	uint32[]		 the pool's chain links, parallel to the blocks
+ *
+ * An entry's identity is (database, algorithm, key bytes); its 64-bit hash
+ * picks a partition and a bucket, and the full key is always compared, so
+ * two keys never share state.  Each partition is a self-contained table
+ * with its own entries, so unrelated keys proceed in parallel.
+ *
+ * Locking contract:
+ *	- Every access to a partition's buckets, entries and counters holds that
+ *	  partition's LWLock; exclusively to change anything (every decision
+ *	  changes its entry), shared to read.
+ *	- The pool's free list and counters are protected by the pool spinlock,
+ *	  held only to pop or push a chain.  Blocks reachable from an entry
+ *	  belong to that entry's partition and are covered by its LWLock.
+ *	- Under either lock: no allocation, no ereport, no I/O.  The clock is
+ *	  read before the lock is taken.
+ *
+ * Reclaim: an entry whose state is back to that of a new key (its idle_at
+ * has passed) can be dropped without changing any decision.  When a
+ * partition has no free entry, the inserting call advances the partition's
+ * clock hand over a bounded number of entries and frees the idle ones: the
+ * work is bounded per call and there is never a pass over the whole store.
+ * When nothing can be freed the call gets RL_NO_ROOM and the caller
+ * applies ratelimit.fail_mode.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+
+#include "guc.h"
+#include "store.h"
+
+#define RL_TRANCHE			"ratelimit"
+#define RL_MAX_PARTITIONS	128
+#define RL_KEYS_PER_PARTITION_MIN 256
+#define RL_KEY_INLINE		56
+
+/* reclaim: entries looked at, and freed at most, by one inserting call */
+#define RL_RECLAIM_SCAN		256
+#define RL_RECLAIM_FREE		32
+
+/* RlEntry.flags */
+#define RL_ENTRY_USED		0x01
+
+typedef struct RlEntry
+{
+	uint64		hash;
+	int64		last;			/* latest time this key has seen (clamp) */
+	int64		idle_at;		/* from then on the state equals a new key's */
+	union
+	{
+		RlWindowState window;
+		RlBucketState bucket;
+		RlLogState	log;
+	}			st;
+	uint32		next;			/* bucket chain, or free list */
+	Oid			dbid;
+	uint32		key_more;		/* pool blocks with key bytes past the
+								 * inline part, or RL_NIL */
+	uint16		keylen;
+	uint8		algo;
+	uint8		flags;
+	char		key[RL_KEY_INLINE];
+} RlEntry;
+
+StaticAssertDecl(sizeof(RlEntry) == 128 - 8,
+				 "RlEntry plus its bucket slot should stay under 128 bytes");
+
+typedef struct RlPartition
+{
+	uint32		free;			/* free entries, linked by next */
+	uint32		hand;			/* next entry (offset) reclaim looks at */
+	uint32		used;
+	uint64		reclaimed;
+	uint64		refused;
+} RlPartition;
+
+typedef struct RlStoreHeader
+{
+	int			nparts;			/* a power of two */
+	uint32		per_part;		/* entries (and buckets) per partition */
+	uint32		nblocks;		/* pool size */
+	slock_t		pool_lock;
+	uint32		pool_free;		/* free blocks, linked by pool_next */
+	uint32		pool_nfree;
+	RlPartition parts[FLEXIBLE_ARRAY_MEMBER];
+} RlStoreHeader;
+
+/* Pointers into shared memory, set by rl_store_startup in every process. */
+static RlStoreHeader *rl_store = NULL;
+static LWLockPadded *rl_locks;
+static RlEntry *rl_entries;
+static uint32 *rl_buckets;
+static RlBlock *rl_blocks;
+static uint32 *rl_block_next;
+
+/* Layout derived from the settings; the same in every process. */
+static int
+layout_partitions(void)
+{
+	int			n = 1;
+
+	while (n < RL_MAX_PARTITIONS &&
+		   (int64) n * 2 * RL_KEYS_PER_PARTITION_MIN <= rl_max_keys)
+		n *= 2;
+	return n;
+}
+
+static uint32
+layout_per_part(int nparts)
+{
+	return (uint32) ((rl_max_keys + nparts - 1) / nparts);
+}
+
+static uint32
+layout_blocks(void)
+{
+	return (uint32) ((int64) rl_pool_size * 1024 /
+					 (sizeof(RlBlock) + sizeof(uint32)));
+}
+
+static Size
+store_size(void)
+{
+	int			nparts = layout_partitions();
+	Size		nentries = (Size) nparts * layout_per_part(nparts);
+	Size		size;
+
+	size = MAXALIGN(offsetof(RlStoreHeader, parts) +
+					sizeof(RlPartition) * nparts);
+	size = add_size(size, mul_size(nentries, sizeof(RlEntry)));
+	size = add_size(size, MAXALIGN(mul_size(nentries, sizeof(uint32))));
+	size = add_size(size, mul_size(layout_blocks(), sizeof(RlBlock)));
+	size = add_size(size, MAXALIGN(mul_size(layout_blocks(), sizeof(uint32))));
+	return size;
+}
+
+/*
+ * Ask for shared memory and locks (shmem_request_hook).
+ */
+void
+rl_store_request(void)
+{
+	RequestAddinShmemSpace(store_size());
+	RequestNamedLWLockTranche(RL_TRANCHE, layout_partitions());
+}
+
+/*
+ * Attach to the store, creating it on first call (shmem_startup_hook; the
+ * caller holds AddinShmemInitLock).
+ */
+void
+rl_store_startup(void)
+{
+	int			nparts = layout_partitions();
+	uint32		per_part = layout_per_part(nparts);
+	Size		nentries = (Size) nparts * per_part;
+	uint32		nblocks = layout_blocks();
+	bool		found;
+	char	   *p;
+	int			i;
+
+	p = ShmemInitStruct("ratelimit store", store_size(), &found);
+	rl_store = (RlStoreHeader *) p;
+	p += MAXALIGN(offsetof(RlStoreHeader, parts) +
+				  sizeof(RlPartition) * nparts);
+	rl_entries = (RlEntry *) p;
+	p += nentries * sizeof(RlEntry);
+	rl_buckets = (uint32 *) p;
+	p += MAXALIGN(nentries * sizeof(uint32));
+	rl_blocks = (RlBlock *) p;
+	p += (Size) nblocks * sizeof(RlBlock);
+	rl_block_next = (uint32 *) p;
+	rl_locks = GetNamedLWLockTranche(RL_TRANCHE);
+
+	if (found)
+		return;
+
+	rl_store->nparts = nparts;
+	rl_store->per_part = per_part;
+	rl_store->nblocks = nblocks;
+	SpinLockInit(&rl_store->pool_lock);
+	rl_store->pool_free = nblocks > 0 ? 0 : RL_NIL;
+	rl_store->pool_nfree = nblocks;
+	for (i = 0; i < (int) nblocks; i++)
+		rl_block_next[i] = i + 1 < (int) nblocks ? (uint32) i + 1 : RL_NIL;
+
+	for (i = 0; i < nparts; i++)
+	{
+		RlPartition *part = &rl_store->parts[i];
+		uint32		base = (uint32) i * per_part;
+		uint32		j;
+
+		part->free = base;
+		part->hand = 0;
+		part->used = 0;
+		part->reclaimed = 0;
+		part->refused = 0;
+		for (j = 0; j < per_part; j++)
+		{
+			rl_entries[base + j].flags = 0;
+			rl_entries[base + j].next = j + 1 < per_part ? base + j + 1 : RL_NIL;
+			rl_buckets[base + j] = RL_NIL;
+		}
+	}
+}
+
+bool
+rl_store_ready(void)
+{
+	return rl_store != NULL;
+}
+
+/* ---- the pool (spinlock held only to pop or push) ---- */
+
+static uint32
+pool_pop(void)
+{
+	uint32		block;
+
+	SpinLockAcquire(&rl_store->pool_lock);
+	block = rl_store->pool_free;
+	if (block != RL_NIL)
+	{
+		rl_store->pool_free = rl_block_next[block];
+		rl_store->pool_nfree--;
+	}
+	SpinLockRelease(&rl_store->pool_lock);
+	return block;
+}
+
+/* Give back n blocks already linked from first to last. */
+static void
+pool_push(uint32 first, uint32 last, uint32 n)
+{
+	if (n == 0)
+		return;
+	SpinLockAcquire(&rl_store->pool_lock);
+	rl_block_next[last] = rl_store->pool_free;
+	rl_store->pool_free = first;
+	rl_store->pool_nfree += n;
+	SpinLockRelease(&rl_store->pool_lock);
+}
+
+/* Give back a chain of blocks that ends with RL_NIL. */
+static void
+pool_push_chain(uint32 first)
+{
+	uint32		last = first;
+	uint32		n = 1;
+
+	if (first == RL_NIL)
+		return;
+	while (rl_block_next[last] != RL_NIL)
+	{
+		last = rl_block_next[last];
+		n++;
+	}
+	pool_push(first, last, n);
+}
+
+/* ---- keys ---- */
+
+static uint64
+key_hash(Oid dbid, RlAlgo algo, const char *key, int keylen)
+{
+	return hash_bytes_extended((const unsigned char *) key, keylen,
+							   ((uint64) dbid << 8) | (uint64) algo);
+}
+
+/* Does the entry hold exactly this key? */
+static bool
+key_equal(const RlEntry *e, const char *key, int keylen)
+{
+	int			n = Min(keylen, RL_KEY_INLINE);
+	uint32		block = e->key_more;
+
+	if (e->keylen != keylen || memcmp(e->key, key, n) != 0)
+		return false;
+	for (key += n, keylen -= n; keylen > 0; key += n, keylen -= n)
+	{
+		n = Min(keylen, RL_BLOCK_SIZE);
+		if (memcmp(rl_blocks[block].bytes, key, n) != 0)
+			return false;
+		block = rl_block_next[block];
+	}
+	return true;
+}
+
+/*
+ * Copy the key into the entry, taking pool blocks for the bytes past the
+ * inline part.  Returns false (holding no block) if the pool is empty.
+ */
+static bool
+key_store(RlEntry *e, const char *key, int keylen)
+{
+	int			n = Min(keylen, RL_KEY_INLINE);
+	uint32	   *link = &e->key_more;
+
+	memcpy(e->key, key, n);
+	e->keylen = keylen;
+	*link = RL_NIL;
+	for (key += n, keylen -= n; keylen > 0; key += n, keylen -= n)
+	{
+		uint32		block = pool_pop();
+
+		if (block == RL_NIL)
+		{
+			pool_push_chain(e->key_more);
+			e->key_more = RL_NIL;
+			return false;
+		}
+		n = Min(keylen, RL_BLOCK_SIZE);
+		memcpy(rl_blocks[block].bytes, key, n);
+		rl_block_next[block] = RL_NIL;
+		*link = block;
+		link = &rl_block_next[block];
+	}
+	return true;
+}
+
+/* ---- entries (partition lock held exclusively) ---- */
+
+static inline uint32 *
+bucket_of(int partno, uint64 hash)
+{
+	uint32		per_part = rl_store->per_part;
+
+	return &rl_buckets[(uint32) partno * per_part +
+					   (uint32) ((hash >> 32) % per_part)];
+}
+
+static RlEntry *
+entry_find(int partno, uint64 hash, Oid dbid, RlAlgo algo,
+		   const char *key, int keylen)
+{
+	uint32		i;
+
+	for (i = *bucket_of(partno, hash); i != RL_NIL; i = rl_entries[i].next)
+	{
+		RlEntry    *e = &rl_entries[i];
+
+		if (e->hash == hash && e->dbid == dbid && e->algo == algo &&
+			key_equal(e, key, keylen))
+			return e;
+	}
+	return NULL;
+}
+
+/* Unlink a used entry from its bucket, free its blocks and the entry. */
+static void
+entry_remove(int partno, RlEntry *e)
+{
+	RlPartition *part = &rl_store->parts[partno];
+	uint32		idx = (uint32) (e - rl_entries);
+	uint32	   *link = bucket_of(partno, e->hash);
+
+	while (*link != idx)
+		link = &rl_entries[*link].next;
+	*link = e->next;
+
+	pool_push_chain(e->key_more);
+	if (e->algo == RL_SLIDING_WINDOW_LOG && e->st.log.nblocks > 0)
+		pool_push(e->st.log.head, e->st.log.tail, e->st.log.nblocks);
+
+	e->flags = 0;
+	e->next = part->free;
+	part->free = idx;
+	part->used--;
+}
+
+/*
+ * Free idle entries ahead of the partition's clock hand, looking at a
+ * bounded number of them.
+ */
+static void
+partition_reclaim(int partno, int64 now)
+{
+	RlPartition *part = &rl_store->parts[partno];
+	uint32		base = (uint32) partno * rl_store->per_part;
+	int			scanned;
+	int			freed = 0;
+
+	for (scanned = 0; scanned < RL_RECLAIM_SCAN && freed < RL_RECLAIM_FREE;
+		 scanned++)
+	{
+		RlEntry    *e = &rl_entries[base + part->hand];
+
+		if (++part->hand == rl_store->per_part)
+			part->hand = 0;
+		if ((e->flags & RL_ENTRY_USED) && e->idle_at <= now)
+		{
+			entry_remove(partno, e);
+			freed++;
+		}
+	}
+	part->reclaimed += freed;
+}
+
+/*
+ * Take a free entry for a new key and link it in, reclaiming idle entries
+ * if the partition is full.  NULL if there is no room.
+ */
+static RlEntry *
+entry_create(int partno, uint64 hash, const RlRequest *req, int64 now)
+{
+	RlPartition *part = &rl_store->parts[partno];
+	uint32	   *bucket = bucket_of(partno, hash);
+	uint32		idx;
+	RlEntry    *e;
+
+	if (part->free == RL_NIL)
+		partition_reclaim(partno, now);
+	if (part->free == RL_NIL)
+		return NULL;
+
+	idx = part->free;
+	e = &rl_entries[idx];
+	if (!key_store(e, req->key, req->keylen))
+		return NULL;
+	part->free = e->next;
+	part->used++;
+
+	e->hash = hash;
+	e->dbid = req->dbid;
+	e->algo = (uint8) req->algo;
+	e->flags = RL_ENTRY_USED;
+	e->next = *bucket;
+	*bucket = idx;
+	return e;
+}
+
+/*
+ * Run the entry's algorithm.  Returns false if a sliding log needed a
+ * block and the pool had none (the entry is then unchanged but for expired
+ * log entries).
+ */
+static bool
+entry_decide(RlEntry *e, bool fresh, int64 t, const RlParams *p,
+			 RlDecision *d)
+{
+	switch ((RlAlgo) e->algo)
+	{
+		case RL_FIXED_WINDOW:
+			rl_fixed_window(&e->st.window, fresh, t, p, d);
+			break;
+		case RL_SLIDING_WINDOW_COUNTER:
+			rl_sliding_window_counter(&e->st.window, fresh, t, p, d);
+			break;
+		case RL_TOKEN_BUCKET:
+			rl_token_bucket(&e->st.bucket, fresh, t, e->last, p, d);
+			break;
+		case RL_LEAKY_BUCKET:
+			rl_leaky_bucket(&e->st.bucket, fresh, t, e->last, p, d);
+			break;
+		case RL_SLIDING_WINDOW_LOG:
+			{
+				RlLogMemory m;
+				bool		ok;
+
+				if (fresh)
+					rl_log_init(&e->st.log);
+				m.blocks = rl_blocks;
+				m.next = rl_block_next;
+				m.spare = rl_log_may_need_block(&e->st.log, p) ?
+					pool_pop() : RL_NIL;
+				ok = rl_sliding_window_log(&e->st.log, &m, t, p, d);
+				if (m.spare != RL_NIL)
+					pool_push(m.spare, m.spare, 1);
+				pool_push(m.freed_first, m.freed_last, m.nfreed);
+				return ok;
+			}
+		default:
+			Assert(false);
+	}
+	return true;
+}
+
+/*
+ * A new key's decision, for a call that consumes nothing: the state after
+ * it equals a new key's, so nothing is stored (and no pool block is used).
+ */
+static void
+fresh_decide(const RlRequest *req, int64 t, RlDecision *d)
+{
+	RlEntry		e;
+
+	e.algo = (uint8) req->algo;
+	e.last = t;
+	(void) entry_decide(&e, true, t, &req->params, d);
+}
+
+/*
+ * Decide one request against the shared-memory state.  Reads the clock
+ * once, before taking the partition lock; the key's time never runs
+ * backwards.
+ */
+RlStatus
+rl_store_decide(const RlRequest *req, RlDecision *d)
+{
+	uint64		hash = key_hash(req->dbid, req->algo, req->key, req->keylen);
+	int			partno = (int) (hash & (uint64) (rl_store->nparts - 1));
+	LWLock	   *lock = &rl_locks[partno].lock;
+	int64		now = rl_clock_now();
+	int64		t = req->at == RL_NO_TIME ? now : req->at;
+	RlStatus	status = RL_OK;
+	RlEntry    *e;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	e = entry_find(partno, hash, req->dbid, req->algo, req->key, req->keylen);
+	if (e != NULL)
+	{
+		if (t < e->last)
+			t = e->last;
+		if (!entry_decide(e, false, t, &req->params, d))
+			status = RL_NO_ROOM;
+		e->last = t;
+	}
+	else if (req->params.cost == 0)
+		fresh_decide(req, t, d);
+	else if ((e = entry_create(partno, hash, req, now)) == NULL)
+		status = RL_NO_ROOM;
+	else
+	{
+		e->last = t;
+		if (!entry_decide(e, true, t, &req->params, d))
+		{
+			entry_remove(partno, e);
+			status = RL_NO_ROOM;
+		}
+	}
+	if (status == RL_OK && e != NULL)
+		e->idle_at = d->reset_at;
+	if (status == RL_NO_ROOM)
+		rl_store->parts[partno].refused++;
+	LWLockRelease(lock);
+	return status;
+}
+
+/*
+ * Drop the state of one key for one algorithm, or for all of them.
+ * Returns the number of states dropped.
+ */
+int64
+rl_store_reset(Oid dbid, const char *key, int keylen, bool all_algos,
+			   RlAlgo algo)
+{
+	int64		dropped = 0;
+	int			a;
+
+	for (a = 0; a < RL_NUM_ALGOS; a++)
+	{
+		uint64		hash;
+		int			partno;
+		LWLock	   *lock;
+		RlEntry    *e;
+
+		if (!all_algos && a != (int) algo)
+			continue;
+		hash = key_hash(dbid, (RlAlgo) a, key, keylen);
+		partno = (int) (hash & (uint64) (rl_store->nparts - 1));
+		lock = &rl_locks[partno].lock;
+
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		e = entry_find(partno, hash, dbid, (RlAlgo) a, key, keylen);
+		if (e != NULL)
+		{
+			entry_remove(partno, e);
+			dropped++;
+		}
+		LWLockRelease(lock);
+	}
+	return dropped;
+}
+
+/*
+ * Drop every state of one database, or of all (InvalidOid), one partition
+ * at a time.
+ */
+int64
+rl_store_reset_all(Oid dbid)
+{
+	int64		dropped = 0;
+	int			partno;
+
+	for (partno = 0; partno < rl_store->nparts; partno++)
+	{
+		uint32		base = (uint32) partno * rl_store->per_part;
+		uint32		j;
+
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		for (j = 0; j < rl_store->per_part; j++)
+		{
+			RlEntry    *e = &rl_entries[base + j];
+
+			if ((e->flags & RL_ENTRY_USED) &&
+				(dbid == InvalidOid || e->dbid == dbid))
+			{
+				entry_remove(partno, e);
+				dropped++;
+			}
+		}
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	return dropped;
+}
+
+/*
+ * Store-wide figures; each partition is read under its shared lock.
+ */
+void
+rl_store_stats(RlStoreStats *stats)
+{
+	int			partno;
+
+	memset(stats, 0, sizeof(*stats));
+	stats->partitions = rl_store->nparts;
+	stats->capacity = (int64) rl_store->nparts * rl_store->per_part;
+	for (partno = 0; partno < rl_store->nparts; partno++)
+	{
+		RlPartition *part = &rl_store->parts[partno];
+
+		LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+		stats->used += part->used;
+		stats->reclaimed += part->reclaimed;
+		stats->refused += part->refused;
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	SpinLockAcquire(&rl_store->pool_lock);
+	stats->pool_blocks = rl_store->nblocks;
+	stats->pool_used = rl_store->nblocks - rl_store->pool_nfree;
+	SpinLockRelease(&rl_store->pool_lock);
+}

@@ -1,0 +1,36 @@
+/*-------------------------------------------------------------------------
+ *
+ * store.h
+ *		The shared-memory store of per-key state.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include "backend.h"
+
+/* keys longer than this are refused (SQLSTATE 22001) */
+#define RL_MAX_KEY_LEN	4096
+
+/* Store-wide figures, summed over partitions. */
+typedef struct RlStoreStats
+{
+	int64		capacity;		/* ratelimit.max_keys, as laid out */
+	int64		used;			/* entries holding state */
+	int64		pool_blocks;	/* blocks for logs and long keys */
+	int64		pool_used;
+	int64		reclaimed;		/* idle entries given back to make room */
+	int64		refused;		/* calls that found no room (fail_mode) */
+	int			partitions;
+} RlStoreStats;
+
+extern void rl_store_request(void);
+extern void rl_store_startup(void);
+extern bool rl_store_ready(void);
+extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,
+							bool all_algos, RlAlgo algo);
+extern int64 rl_store_reset_all(Oid dbid);
+extern void rl_store_stats(RlStoreStats *stats);
+
+#endif							/* RL_STORE_H */
