@@ -17,14 +17,16 @@ DATA = $(wildcard sql/ratelimit--*.sql)
 PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 
 # Regression and isolation suites run on a private server with the library
-# preloaded: "make install" first, then "make installcheck".
-REGRESS = algorithms fixed_window sliding_window_log sliding_window_counter \
-	token_bucket leaky_bucket arguments privileges reset
-REGRESS_OPTS = --inputdir=test --outputdir=test \
+# preloaded: "make install" first, then "make installcheck".  Tests live in
+# test/, expected outputs in expected/ (pg_regress looks in the output
+# directory first).
+REGRESS = setup identity fixed_window sliding_window_log \
+	sliding_window_counter token_bucket leaky_bucket arguments privileges reset
+REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
 ISOLATION = concurrent_key
-ISOLATION_OPTS = --inputdir=test --outputdir=test/output_iso \
+ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
 TAP_TESTS = 1
