@@ -31,8 +31,10 @@ ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
-PROVE_FLAGS = -I $(CURDIR)/test/t
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# after PGXS, which resets it: lets TAP tests "use RlModel"
+PROVE_FLAGS += -I $(CURDIR)/test/t

@@ -1,0 +1,42 @@
+# Without shared_preload_libraries every function fails with SQLSTATE 55000
+# and a hint, never a silent allow; with it, the functions work.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('nopreload');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+
+foreach my $call (
+	"SELECT rl_allow('k', 'token_bucket', 10)",
+	"SELECT * FROM rl_check('k', 'fixed_window', 10)",
+	"SELECT rl_reset('k')",
+	"SELECT rl_reset_all()",
+	"SELECT * FROM rl_store_info()")
+{
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"\\set VERBOSITY verbose\n$call");
+	isnt($ret, 0, "fails without preload: $call");
+	like($err, qr/ERROR:\s+55000: ratelimit must be loaded via "shared_preload_libraries"/,
+		"SQLSTATE 55000: $call");
+	like($err, qr/HINT:\s+Add ratelimit to shared_preload_libraries/,
+		"hint says what to set: $call");
+}
+
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'ratelimit'");
+$node->restart;
+is($node->safe_psql('postgres', "SELECT rl_allow('k', 'token_bucket', 10)"),
+	't', 'works once preloaded');
+is($node->safe_psql('postgres', "SHOW ratelimit.max_keys"),
+	'100000', 'settings are defined');
+
+# the prefix is reserved: a typo in a setting is an error, not silence
+my ($ret, $out, $err) = $node->psql('postgres', "SET ratelimit.fail_mod = 'open'");
+isnt($ret, 0, 'unknown ratelimit.* setting is refused');
+
+$node->stop;
+done_testing();
