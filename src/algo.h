@@ -74,8 +74,10 @@ typedef struct RlBucketState	/* token_bucket, leaky_bucket */
 
 /*
  * sliding_window_log keeps its entries in a chain of fixed-size blocks
- * taken from a pool the caller owns.  A call needs at most one new block;
- * the caller lends it as "spare" and gets back the blocks the call emptied.
+ * taken from a pool the caller owns.  A call needs at most one new block:
+ * when it must append to a full tail and no "spare" was lent, it returns
+ * false having changed nothing but expired entries, and the caller can
+ * call again with a spare.  The blocks a call emptied are handed back.
  */
 #define RL_NIL				((uint32) 0xFFFFFFFF)
 #define RL_BLOCK_SIZE		64
@@ -130,6 +132,5 @@ extern void rl_leaky_bucket(RlBucketState *s, bool fresh, int64 t,
 extern void rl_log_init(RlLogState *s);
 extern bool rl_sliding_window_log(RlLogState *s, RlLogMemory *m, int64 t,
 								  const RlParams *p, RlDecision *d);
-extern bool rl_log_may_need_block(const RlLogState *s, const RlParams *p);
 
 #endif							/* RL_ALGO_H */

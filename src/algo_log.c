@@ -134,16 +134,6 @@ rl_log_init(RlLogState *s)
 }
 
 /*
- * True if a call could need a new block (so the caller should lend one).
- */
-bool
-rl_log_may_need_block(const RlLogState *s, const RlParams *p)
-{
-	return p->cost > 0 &&
-		(s->tail == RL_NIL || s->tail_len == RL_LOG_PER_BLOCK);
-}
-
-/*
  * sliding_window_log: allowed iff the live costs plus c fit in L; then a
  * call with c > 0 is logged.  The state must have been set up by
  * rl_log_init.  Returns false if the call had to be logged

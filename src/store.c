@@ -87,13 +87,20 @@ typedef struct RlEntry
 StaticAssertDecl(sizeof(RlEntry) == 128 - 8,
 				 "RlEntry plus its bucket slot should stay under 128 bytes");
 
-typedef struct RlPartition
+typedef struct RlPartitionData
 {
 	uint32		free;			/* free entries, linked by next */
 	uint32		hand;			/* next entry (offset) reclaim looks at */
 	uint32		used;
 	uint64		reclaimed;
 	uint64		refused;
+} RlPartitionData;
+
+/* one cache line each: partitions are written under different locks */
+typedef union RlPartition
+{
+	RlPartitionData d;
+	char		pad[PG_CACHE_LINE_SIZE];
 } RlPartition;
 
 typedef struct RlStoreHeader
@@ -208,7 +215,7 @@ rl_store_startup(void)
 
 	for (i = 0; i < nparts; i++)
 	{
-		RlPartition *part = &rl_store->parts[i];
+		RlPartitionData *part = &rl_store->parts[i].d;
 		uint32		base = (uint32) i * per_part;
 		uint32		j;
 
@@ -372,7 +379,7 @@ entry_find(int partno, uint64 hash, Oid dbid, RlAlgo algo,
 static void
 entry_remove(int partno, RlEntry *e)
 {
-	RlPartition *part = &rl_store->parts[partno];
+	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32		idx = (uint32) (e - rl_entries);
 	uint32	   *link = bucket_of(partno, e->hash);
 
@@ -397,7 +404,7 @@ entry_remove(int partno, RlEntry *e)
 static void
 partition_reclaim(int partno, int64 now)
 {
-	RlPartition *part = &rl_store->parts[partno];
+	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32		base = (uint32) partno * rl_store->per_part;
 	int			scanned;
 	int			freed = 0;
@@ -425,7 +432,7 @@ partition_reclaim(int partno, int64 now)
 static RlEntry *
 entry_create(int partno, uint64 hash, const RlRequest *req, int64 now)
 {
-	RlPartition *part = &rl_store->parts[partno];
+	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32	   *bucket = bucket_of(partno, hash);
 	uint32		idx;
 	RlEntry    *e;
@@ -483,12 +490,15 @@ entry_decide(RlEntry *e, bool fresh, int64 t, const RlParams *p,
 					rl_log_init(&e->st.log);
 				m.blocks = rl_blocks;
 				m.next = rl_block_next;
-				m.spare = rl_log_may_need_block(&e->st.log, p) ?
-					pool_pop() : RL_NIL;
+				m.spare = RL_NIL;
 				ok = rl_sliding_window_log(&e->st.log, &m, t, p, d);
-				if (m.spare != RL_NIL)
-					pool_push(m.spare, m.spare, 1);
 				pool_push(m.freed_first, m.freed_last, m.nfreed);
+				if (!ok && (m.spare = pool_pop()) != RL_NIL)
+				{
+					/* it must append to a full tail: again, with a block */
+					ok = rl_sliding_window_log(&e->st.log, &m, t, p, d);
+					Assert(ok && m.spare == RL_NIL && m.nfreed == 0);
+				}
 				return ok;
 			}
 		default:
@@ -553,7 +563,7 @@ rl_store_decide(const RlRequest *req, RlDecision *d)
 	if (status == RL_OK && e != NULL)
 		e->idle_at = d->reset_at;
 	if (status == RL_NO_ROOM)
-		rl_store->parts[partno].refused++;
+		rl_store->parts[partno].d.refused++;
 	LWLockRelease(lock);
 	return status;
 }
@@ -639,7 +649,7 @@ rl_store_stats(RlStoreStats *stats)
 	stats->capacity = (int64) rl_store->nparts * rl_store->per_part;
 	for (partno = 0; partno < rl_store->nparts; partno++)
 	{
-		RlPartition *part = &rl_store->parts[partno];
+		RlPartitionData *part = &rl_store->parts[partno].d;
 
 		LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
 		stats->used += part->used;
