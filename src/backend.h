@@ -44,7 +44,8 @@ extern void rl_fail_decision(const RlRequest *req, int64 now, bool allow,
 							 RlDecision *d);
 
 /* store.c */
-extern RlStatus rl_store_decide(const RlRequest *req, RlDecision *d);
+extern RlStatus rl_store_decide(const RlRequest *req, int64 now,
+								 RlDecision *d);
 
 /* clock: microseconds since the Unix epoch */
 extern int64 rl_clock_now(void);

@@ -46,12 +46,14 @@ rl_fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 
 /*
  * Decide one request.  Only the shared-memory store exists so far; when it
- * has no room for the key, fail_mode decides.
+ * has no room for the key, fail_mode decides.  The clock is read once here,
+ * before any lock.
  */
 void
 rl_decide(const RlRequest *req, RlDecision *d)
 {
-	if (rl_store_decide(req, d) == RL_NO_ROOM)
-		rl_fail_decision(req, rl_clock_now(),
-						 rl_fail_mode != RL_FAIL_CLOSED, d);
+	int64		now = rl_clock_now();
+
+	if (rl_store_decide(req, now, d) == RL_NO_ROOM)
+		rl_fail_decision(req, now, rl_fail_mode != RL_FAIL_CLOSED, d);
 }

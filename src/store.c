@@ -522,17 +522,17 @@ fresh_decide(const RlRequest *req, int64 t, RlDecision *d)
 }
 
 /*
- * Decide one request against the shared-memory state.  Reads the clock
- * once, before taking the partition lock; the key's time never runs
- * backwards.
+ * Decide one request against the shared-memory state.  "now" is the real
+ * clock, read by the caller before any lock: it is the call's time unless
+ * "at" was given, and the time reclaim compares idle_at with.  The key's
+ * time never runs backwards.
  */
 RlStatus
-rl_store_decide(const RlRequest *req, RlDecision *d)
+rl_store_decide(const RlRequest *req, int64 now, RlDecision *d)
 {
 	uint64		hash = key_hash(req->dbid, req->algo, req->key, req->keylen);
 	int			partno = (int) (hash & (uint64) (rl_store->nparts - 1));
 	LWLock	   *lock = &rl_locks[partno].lock;
-	int64		now = rl_clock_now();
 	int64		t = req->at == RL_NO_TIME ? now : req->at;
 	RlStatus	status = RL_OK;
 	RlEntry    *e;

@@ -34,6 +34,14 @@ is($node->safe_psql('postgres', "SELECT rl_allow('k', 'token_bucket', 10)"),
 is($node->safe_psql('postgres', "SHOW ratelimit.max_keys"),
 	'100000', 'settings are defined');
 
+# memory per key: the store's segment less the pool, over its capacity
+my ($size, $per_key) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT a.size, round((a.size - s.pool_blocks * 68)::numeric / s.capacity, 1)
+	FROM pg_shmem_allocations a, rl_store_info() s
+	WHERE a.name = 'ratelimit store'});
+note("ratelimit store: $size bytes, $per_key bytes per key");
+cmp_ok($per_key, '<', 128, 'under 128 bytes per key, hash table included');
+
 # the prefix is reserved: a typo in a setting is an error, not silence
 my ($ret, $out, $err) = $node->psql('postgres', "SET ratelimit.fail_mod = 'open'");
 isnt($ret, 0, 'unknown ratelimit.* setting is refused');

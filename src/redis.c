@@ -1,0 +1,1178 @@
+/*-------------------------------------------------------------------------
+ *
+ * redis.c
+ *		The Redis backend: connections, interruptible non-blocking I/O with
+ *		deadlines, the decision scripts, Redis Cluster routing, and the
+ *		circuit breaker.
+ *
+ * Each decision is one Lua script (redis_scripts.c) run with EVALSHA, and
+ * with EVAL when Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+ * Every key a decision touches carries one hash tag, so in a cluster they
+ * live in one slot: the slot picks the node, MOVED updates the slot map and
+ * ASK is followed once with ASKING.
+ *
+ * Each backend keeps one connection per Redis node in its own memory,
+ * opened when first needed and closed after any error, timeout or
+ * interruption (its reply stream is then unknown).  Every wait on a socket
+ * goes through WaitLatchOrSocket with a deadline, then CHECK_FOR_INTERRUPTS,
+ * so a cancel or statement_timeout acts at once even if Redis hangs.  A
+ * call never takes longer than ratelimit.redis_connect_timeout plus
+ * ratelimit.redis_command_timeout.  Host names are resolved by the
+ * operating system's resolver before connecting, which cannot be
+ * interrupted: give addresses, or names resolved locally.
+ *
+ * Shared state (RlRedisShared) is a few atomics and a message:
+ *	- the breaker's open_until and the counters are pg_atomic_uint64, read
+ *	  and written without locks;
+ *	- last_error is protected by the spinlock "mutex", held only to copy it.
+ * A failed call opens the breaker for ratelimit.redis_probe_interval:
+ * calls then fail fast (fail_mode decides them) until the interval is over,
+ * when the first backend to swap open_until forward probes Redis with its
+ * own call; success closes the breaker.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/socket.h>
+
+#include <hiredis/hiredis.h>
+
+#include "common/cryptohash.h"
+#include "common/sha1.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "algo_common.h"
+#include "guc.h"
+#include "redis.h"
+
+#define RL_REDIS_SLOTS			16384
+#define RL_REDIS_MAX_NODES		1024
+#define RL_REDIS_MAX_ATTEMPTS	8	/* redirects, reloads, retries per call */
+#define RL_REDIS_TRYAGAIN_MS	5	/* pause before retrying TRYAGAIN */
+#define RL_REDIS_WARN_INTERVAL	(10 * USECS_PER_SEC)
+
+/* TTL slack after the state is back to a new key's (see docs/redis.md) */
+#define RL_REDIS_SLACK_CLOCK	"1000"	/* ms: calls on a real clock */
+#define RL_REDIS_SLACK_AT		"3600000"	/* ms: calls with an explicit "at" */
+
+typedef struct RlRedisShared
+{
+	pg_atomic_uint64 open_until;	/* breaker: Unix us, 0 = closed */
+	pg_atomic_uint64 last_warning;	/* Unix us of the last warning logged */
+	pg_atomic_uint64 unwarned;	/* failures since that warning */
+	pg_atomic_uint64 counters[RL_REDIS_NCOUNTERS];
+	slock_t		mutex;			/* protects the two fields below */
+	int64		last_error_at;
+	char		last_error[256];
+} RlRedisShared;
+
+static RlRedisShared *rl_redis_shared = NULL;
+
+/* One Redis node and this backend's connection to it. */
+typedef struct RlRedisNode
+{
+	char	   *host;
+	int			port;
+	redisContext *ctx;			/* NULL when not connected */
+	bool		busy;			/* an exchange is under way (or was cut) */
+} RlRedisNode;
+
+typedef enum RlTopology
+{
+	RL_TOPO_UNKNOWN,			/* to find out from a seed */
+	RL_TOPO_STANDALONE,			/* a single Redis: nodes[current] */
+	RL_TOPO_CLUSTER				/* slots[] maps slots to nodes */
+} RlTopology;
+
+/*
+ * Per-backend state, in rl_redis_cxt.  nodes[0 .. nseeds - 1] are
+ * ratelimit.redis_nodes; cluster nodes learnt later follow.
+ */
+static MemoryContext rl_redis_cxt = NULL;
+static RlRedisNode *nodes = NULL;
+static int	nnodes = 0;
+static int	nseeds = 0;
+static int16 *slots = NULL;
+static RlTopology topology = RL_TOPO_UNKNOWN;
+static int	current = 0;
+static bool config_stale = true;
+
+/* Replies received by the exchange under way; freed if it is cut short. */
+static redisReply *held[2];
+static int	nheld = 0;
+
+/* The complete scripts and their SHA1s, built on first use. */
+static char *script_text[RL_NUM_ALGOS];
+static char script_sha[RL_NUM_ALGOS][SHA1_DIGEST_LENGTH * 2 + 1];
+
+/* Key-name codes of the algorithms (part of the documented layout). */
+static const char *const algo_code[RL_NUM_ALGOS] = {
+	[RL_FIXED_WINDOW] = "fw",
+	[RL_SLIDING_WINDOW_LOG] = "swl",
+	[RL_SLIDING_WINDOW_COUNTER] = "swc",
+	[RL_TOKEN_BUCKET] = "tb",
+	[RL_LEAKY_BUCKET] = "lb",
+};
+
+/* Why the current call failed, for the warning and rl_redis_info(). */
+static char call_error[256];
+
+static void call_failed(const char *fmt,...) pg_attribute_printf(1, 2);
+
+/*
+ * Record why the call fails.  Never given the password: messages name only
+ * nodes, operations and Redis's own error text.
+ */
+static void
+call_failed(const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(call_error, sizeof(call_error), fmt, ap);
+	va_end(ap);
+}
+
+static inline void
+count(RlRedisCounter c)
+{
+	if (rl_redis_shared)
+		pg_atomic_fetch_add_u64(&rl_redis_shared->counters[c], 1);
+}
+
+/* ---- shared memory ---- */
+
+/* shmem_request_hook */
+void
+rl_redis_request(void)
+{
+	RequestAddinShmemSpace(MAXALIGN(sizeof(RlRedisShared)));
+}
+
+/* shmem_startup_hook; the caller holds AddinShmemInitLock */
+void
+rl_redis_startup(void)
+{
+	bool		found;
+	int			i;
+
+	rl_redis_shared = ShmemInitStruct("ratelimit redis",
+									  sizeof(RlRedisShared), &found);
+	if (found)
+		return;
+	pg_atomic_init_u64(&rl_redis_shared->open_until, 0);
+	pg_atomic_init_u64(&rl_redis_shared->last_warning, 0);
+	pg_atomic_init_u64(&rl_redis_shared->unwarned, 0);
+	for (i = 0; i < RL_REDIS_NCOUNTERS; i++)
+		pg_atomic_init_u64(&rl_redis_shared->counters[i], 0);
+	SpinLockInit(&rl_redis_shared->mutex);
+	rl_redis_shared->last_error_at = 0;
+	rl_redis_shared->last_error[0] = '\0';
+}
+
+/*
+ * Copy the breaker's state and the counters (for rl_redis_info()).
+ */
+void
+rl_redis_stats(RlRedisStats *stats)
+{
+	int			i;
+
+	memset(stats, 0, sizeof(*stats));
+	if (rl_redis_shared == NULL)
+		return;
+	for (i = 0; i < RL_REDIS_NCOUNTERS; i++)
+		stats->counters[i] =
+			(int64) pg_atomic_read_u64(&rl_redis_shared->counters[i]);
+	stats->breaker_until =
+		(int64) pg_atomic_read_u64(&rl_redis_shared->open_until);
+	SpinLockAcquire(&rl_redis_shared->mutex);
+	stats->last_error_at = rl_redis_shared->last_error_at;
+	memcpy(stats->last_error, rl_redis_shared->last_error,
+		   sizeof(stats->last_error));
+	SpinLockRelease(&rl_redis_shared->mutex);
+}
+
+/* ---- configuration ---- */
+
+/*
+ * Parse "host:port[,host:port...]" ("[v6addr]:port" too) into palloc'd
+ * arrays in the current memory context.  False on a syntax error.  Serves
+ * the setting's check hook and the connection setup alike.
+ */
+bool
+rl_redis_parse_nodes(const char *spec, int *nnodes_out, char ***hosts,
+					 int **ports)
+{
+	char	   *copy = pstrdup(spec);
+	char	   *item;
+	char	   *save = NULL;
+	int			n = 0;
+	int			cap = 4;
+
+	*hosts = palloc(sizeof(char *) * cap);
+	*ports = palloc(sizeof(int) * cap);
+	for (item = strtok_r(copy, ",", &save); item != NULL;
+		 item = strtok_r(NULL, ",", &save))
+	{
+		char	   *host;
+		char	   *colon;
+		char	   *end;
+		long		port;
+
+		while (*item == ' ' || *item == '\t')
+			item++;
+		end = item + strlen(item);
+		while (end > item && (end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		colon = strrchr(item, ':');
+		if (colon == NULL || colon == item)
+			return false;
+		*colon = '\0';
+		host = item;
+		if (host[0] == '[')
+		{
+			if (colon[-1] != ']' || colon - host < 3)
+				return false;
+			colon[-1] = '\0';
+			host++;
+		}
+		errno = 0;
+		port = strtol(colon + 1, &end, 10);
+		if (errno != 0 || *end != '\0' || end == colon + 1 ||
+			port < 1 || port > 65535)
+			return false;
+		if (n == cap)
+		{
+			cap *= 2;
+			*hosts = repalloc(*hosts, sizeof(char *) * cap);
+			*ports = repalloc(*ports, sizeof(int) * cap);
+		}
+		(*hosts)[n] = pstrdup(host);
+		(*ports)[n] = (int) port;
+		n++;
+	}
+	*nnodes_out = n;
+	return n > 0;
+}
+
+/*
+ * Called by the assign hooks of the connection settings: the next call
+ * closes every connection and starts from the seeds again.
+ */
+void
+rl_redis_config_changed(void)
+{
+	config_stale = true;
+}
+
+static void
+node_close(RlRedisNode *node)
+{
+	if (node->ctx != NULL)
+		redisFree(node->ctx);
+	node->ctx = NULL;
+	node->busy = false;
+}
+
+/*
+ * Index of the node host:port, added if new; -1 if there are too many.
+ * The array never moves (it is allocated at its maximum size), so pointers
+ * to nodes stay valid.
+ */
+static int
+node_lookup(const char *host, int port)
+{
+	int			i;
+
+	for (i = 0; i < nnodes; i++)
+		if (nodes[i].port == port && strcmp(nodes[i].host, host) == 0)
+			return i;
+	if (nnodes == RL_REDIS_MAX_NODES)
+		return -1;
+	nodes[nnodes].host = MemoryContextStrdup(rl_redis_cxt, host);
+	nodes[nnodes].port = port;
+	nodes[nnodes].ctx = NULL;
+	nodes[nnodes].busy = false;
+	return nnodes++;
+}
+
+/*
+ * Apply the current settings: forget every node and connection, and take
+ * the seeds from ratelimit.redis_nodes (already validated by its check
+ * hook).
+ */
+static void
+config_load(void)
+{
+	MemoryContext old;
+	char	  **hosts;
+	int		   *ports;
+	int			n;
+	int			i;
+
+	for (i = 0; i < nnodes; i++)
+		node_close(&nodes[i]);
+	if (rl_redis_cxt == NULL)
+		rl_redis_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "ratelimit redis",
+											 ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(rl_redis_cxt);
+
+	old = MemoryContextSwitchTo(rl_redis_cxt);
+	nodes = palloc(sizeof(RlRedisNode) * RL_REDIS_MAX_NODES);
+	nnodes = 0;
+	if (!rl_redis_parse_nodes(rl_redis_nodes, &n, &hosts, &ports))
+		n = 0;
+	for (i = 0; i < n; i++)
+		(void) node_lookup(hosts[i], ports[i]);
+	nseeds = nnodes;
+	slots = palloc(sizeof(int16) * RL_REDIS_SLOTS);
+	MemoryContextSwitchTo(old);
+
+	topology = RL_TOPO_UNKNOWN;
+	current = 0;
+	config_stale = false;
+}
+
+/* ---- scripts ---- */
+
+/*
+ * Assemble the five scripts and their SHA1s (once per backend, in
+ * TopMemoryContext).
+ */
+static void
+scripts_build(void)
+{
+	int			a;
+
+	for (a = 0; a < RL_NUM_ALGOS; a++)
+	{
+		const char *body = NULL;
+		bool		bucket = false;
+		pg_cryptohash_ctx *ctx;
+		uint8		digest[SHA1_DIGEST_LENGTH];
+		char	   *text;
+		int			i;
+
+		switch ((RlAlgo) a)
+		{
+			case RL_FIXED_WINDOW:
+				body = rl_lua_fixed_window;
+				break;
+			case RL_SLIDING_WINDOW_LOG:
+				body = rl_lua_sliding_window_log;
+				break;
+			case RL_SLIDING_WINDOW_COUNTER:
+				body = rl_lua_sliding_window_counter;
+				break;
+			case RL_TOKEN_BUCKET:
+				body = rl_lua_token_bucket;
+				bucket = true;
+				break;
+			case RL_LEAKY_BUCKET:
+				body = rl_lua_leaky_bucket;
+				bucket = true;
+				break;
+			default:
+				elog(ERROR, "unknown algorithm %d", a);
+		}
+		text = MemoryContextAlloc(TopMemoryContext,
+								  strlen(rl_lua_prelude) + strlen(body) +
+								  (bucket ? strlen(rl_lua_bucket) : 0) + 1);
+		strcpy(text, rl_lua_prelude);
+		if (bucket)
+			strcat(text, rl_lua_bucket);
+		strcat(text, body);
+
+		ctx = pg_cryptohash_create(PG_SHA1);
+		if (pg_cryptohash_init(ctx) < 0 ||
+			pg_cryptohash_update(ctx, (const uint8 *) text,
+								 strlen(text)) < 0 ||
+			pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+			elog(ERROR, "could not compute the SHA1 of a ratelimit script");
+		pg_cryptohash_free(ctx);
+		for (i = 0; i < SHA1_DIGEST_LENGTH; i++)
+			sprintf(&script_sha[a][i * 2], "%02x", digest[i]);
+		script_text[a] = text;
+	}
+}
+
+/* ---- cluster slots ---- */
+
+/*
+ * CRC16-CCITT (XMODEM: polynomial 0x1021, no reflection, initial 0), the
+ * checksum Redis Cluster hashes keys with, computed bit by bit.
+ */
+static uint16
+crc16(const char *buf, size_t len)
+{
+	uint16		crc = 0;
+	size_t		i;
+	int			bit;
+
+	for (i = 0; i < len; i++)
+	{
+		crc ^= (uint16) ((unsigned char) buf[i]) << 8;
+		for (bit = 0; bit < 8; bit++)
+			crc = (crc & 0x8000) ? (uint16) ((crc << 1) ^ 0x1021) :
+				(uint16) (crc << 1);
+	}
+	return crc;
+}
+
+/*
+ * The cluster slot of a key: only the part between the first '{' and the
+ * next '}' is hashed, if that part is not empty.
+ */
+uint16
+rl_redis_slot(const char *key, size_t len)
+{
+	const char *open = memchr(key, '{', len);
+
+	if (open != NULL)
+	{
+		size_t		rest = len - (open - key) - 1;
+		const char *close = memchr(open + 1, '}', rest);
+
+		if (close != NULL && close > open + 1)
+			return crc16(open + 1, close - open - 1) & (RL_REDIS_SLOTS - 1);
+	}
+	return crc16(key, len) & (RL_REDIS_SLOTS - 1);
+}
+
+/* ---- waiting and exchanging ---- */
+
+/*
+ * Wait until the socket is ready for "event" (true) or the deadline has
+ * passed (false).  Interrupts are served while waiting: a cancel raises an
+ * ERROR from here, leaving the node marked busy.
+ */
+static bool
+wait_socket(pgsocket fd, int event, TimestampTz deadline)
+{
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		long		timeout;
+		int			rc;
+
+		if (now >= deadline)
+			return false;
+		timeout = (long) ((deadline - now + 999) / 1000);
+		rc = WaitLatchOrSocket(MyLatch,
+							   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
+							   event,
+							   fd, timeout, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+			ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (rc & event)
+			return true;
+	}
+}
+
+/* Free the replies of the exchange under way (or of one cut short). */
+static void
+held_free(void)
+{
+	while (nheld > 0)
+		freeReplyObject(held[--nheld]);
+}
+
+/*
+ * Send the commands already appended to the node's context and read n
+ * replies into held[], before the deadline.  On failure the connection is
+ * closed and false returned; *io tells an I/O error (as opposed to a
+ * timeout), after which a reused connection may be retried once.
+ */
+static bool
+node_exchange(RlRedisNode *node, int n, TimestampTz deadline, bool *io)
+{
+	redisContext *c = node->ctx;
+	int			done = 0;
+
+	Assert(n <= lengthof(held));
+	*io = false;
+	node->busy = true;
+	for (;;)
+	{
+		if (redisBufferWrite(c, &done) == REDIS_ERR)
+			goto io_error;
+		if (done)
+			break;
+		if (!wait_socket(c->fd, WL_SOCKET_WRITEABLE, deadline))
+			goto timeout;
+	}
+	while (nheld < n)
+	{
+		void	   *reply = NULL;
+
+		if (redisGetReply(c, &reply) == REDIS_ERR)
+			goto io_error;
+		if (reply != NULL)
+		{
+			held[nheld++] = reply;
+			continue;
+		}
+		if (!wait_socket(c->fd, WL_SOCKET_READABLE, deadline))
+			goto timeout;
+		if (redisBufferRead(c) == REDIS_ERR)
+			goto io_error;
+	}
+	node->busy = false;
+	return true;
+
+io_error:
+	call_failed("lost the connection to Redis at %s:%d: %s",
+				node->host, node->port,
+				c->errstr[0] ? c->errstr : "connection closed");
+	*io = true;
+	node_close(node);
+	held_free();
+	return false;
+
+timeout:
+	call_failed("Redis at %s:%d did not answer in time",
+				node->host, node->port);
+	node_close(node);
+	held_free();
+	return false;
+}
+
+/*
+ * Send one command and take its reply (held[0]).  Used for the handshake
+ * and topology queries.
+ */
+static bool
+node_command(RlRedisNode *node, int argc, const char **argv,
+			 const size_t *argvlen, TimestampTz deadline)
+{
+	bool		io;
+
+	if (redisAppendCommandArgv(node->ctx, argc, argv, argvlen) != REDIS_OK)
+	{
+		call_failed("could not format a command for Redis at %s:%d",
+					node->host, node->port);
+		node_close(node);
+		return false;
+	}
+	return node_exchange(node, 1, deadline, &io);
+}
+
+/* A reply that is an error: record it as the failure of the call. */
+static bool
+reply_failed(RlRedisNode *node, const char *what, redisReply *r)
+{
+	if (r->type == REDIS_REPLY_ERROR)
+		call_failed("Redis at %s:%d refused %s: %.*s", node->host,
+					node->port, what, (int) Min(r->len, 160), r->str);
+	else
+		call_failed("unexpected reply to %s from Redis at %s:%d", what,
+					node->host, node->port);
+	return false;
+}
+
+/*
+ * Connect to the node if not connected (AUTH and SELECT included), before
+ * the deadline.  A connection left busy by an interrupted exchange is
+ * closed first: its reply stream is unknown.  *fresh tells whether the
+ * connection was opened by this call.
+ */
+static bool
+node_connect(RlRedisNode *node, TimestampTz deadline, bool *fresh)
+{
+	redisContext *c;
+	int			err = 0;
+	socklen_t	errlen = sizeof(err);
+
+	held_free();
+	if (node->busy)
+		node_close(node);
+	*fresh = false;
+	if (node->ctx != NULL)
+		return true;
+
+	*fresh = true;
+	count(RL_REDIS_CONNECTS);
+	c = redisConnectNonBlock(node->host, node->port);
+	if (c == NULL)
+	{
+		call_failed("out of memory connecting to Redis");
+		return false;
+	}
+	if (c->err)
+	{
+		call_failed("could not connect to Redis at %s:%d: %s",
+					node->host, node->port, c->errstr);
+		redisFree(c);
+		return false;
+	}
+	node->ctx = c;
+	node->busy = true;
+	if (!wait_socket(c->fd, WL_SOCKET_WRITEABLE, deadline))
+	{
+		call_failed("could not connect to Redis at %s:%d: timeout",
+					node->host, node->port);
+		node_close(node);
+		return false;
+	}
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &errlen) < 0 ||
+		err != 0)
+	{
+		call_failed("could not connect to Redis at %s:%d: %s",
+					node->host, node->port, strerror(err ? err : errno));
+		node_close(node);
+		return false;
+	}
+	node->busy = false;
+
+	if (rl_redis_password[0] != '\0')
+	{
+		const char *argv[3];
+		size_t		len[3];
+		int			argc = 0;
+		int			i;
+
+		argv[argc++] = "AUTH";
+		if (rl_redis_user[0] != '\0')
+			argv[argc++] = rl_redis_user;
+		argv[argc++] = rl_redis_password;
+		for (i = 0; i < argc; i++)
+			len[i] = strlen(argv[i]);
+		if (!node_command(node, argc, argv, len, deadline))
+			return false;
+		if (held[0]->type == REDIS_REPLY_ERROR)
+		{
+			reply_failed(node, "AUTH", held[0]);
+			node_close(node);
+			return false;
+		}
+		held_free();
+	}
+	if (rl_redis_database != 0)
+	{
+		char		db[16];
+		const char *argv[2] = {"SELECT", db};
+		size_t		len[2];
+
+		snprintf(db, sizeof(db), "%d", rl_redis_database);
+		len[0] = 6;
+		len[1] = strlen(db);
+		if (!node_command(node, 2, argv, len, deadline))
+			return false;
+		if (held[0]->type == REDIS_REPLY_ERROR)
+		{
+			reply_failed(node, "SELECT", held[0]);
+			node_close(node);
+			return false;
+		}
+		held_free();
+	}
+	return true;
+}
+
+/* ---- topology ---- */
+
+/*
+ * Fill the slot map from a CLUSTER SLOTS reply.  An empty host means the
+ * node asked.
+ */
+static bool
+slots_load(RlRedisNode *asked, redisReply *r)
+{
+	size_t		i;
+
+	memset(slots, 0xFF, sizeof(int16) * RL_REDIS_SLOTS);
+	for (i = 0; i < r->elements; i++)
+	{
+		redisReply *range = r->element[i];
+		redisReply *master;
+		char		host[256];
+		int			idx;
+		long long	s;
+
+		if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+			range->element[0]->type != REDIS_REPLY_INTEGER ||
+			range->element[1]->type != REDIS_REPLY_INTEGER ||
+			range->element[2]->type != REDIS_REPLY_ARRAY ||
+			range->element[2]->elements < 2)
+			return false;
+		master = range->element[2];
+		if (master->element[0]->type != REDIS_REPLY_STRING ||
+			master->element[1]->type != REDIS_REPLY_INTEGER)
+			return false;
+		if (master->element[0]->len == 0 ||
+			strcmp(master->element[0]->str, "?") == 0)
+			strlcpy(host, asked->host, sizeof(host));
+		else
+			strlcpy(host, master->element[0]->str, sizeof(host));
+		idx = node_lookup(host, (int) master->element[1]->integer);
+		if (idx < 0)
+			return false;
+		for (s = range->element[0]->integer;
+			 s <= range->element[1]->integer && s < RL_REDIS_SLOTS; s++)
+			if (s >= 0)
+				slots[s] = (int16) idx;
+	}
+	return true;
+}
+
+/*
+ * Find out, from the first seed that answers, whether Redis is a cluster
+ * (and then where the slots are) or a single server.
+ */
+static bool
+topology_discover(TimestampTz call_deadline)
+{
+	int			i;
+
+	for (i = 0; i < nseeds; i++)
+	{
+		RlRedisNode *node = &nodes[i];
+		TimestampTz deadline;
+		const char *argv[2] = {"CLUSTER", "SLOTS"};
+		size_t		len[2] = {7, 5};
+		bool		fresh;
+		redisReply *r;
+
+		deadline = Min(GetCurrentTimestamp() +
+					   (int64) rl_redis_connect_timeout * 1000,
+					   call_deadline);
+		if (!node_connect(node, deadline, &fresh))
+			continue;
+		deadline = Min(GetCurrentTimestamp() +
+					   (int64) rl_redis_command_timeout * 1000,
+					   call_deadline);
+		if (!node_command(node, 2, argv, len, deadline))
+			continue;
+		r = held[0];
+		if (r->type == REDIS_REPLY_ERROR &&
+			strstr(r->str, "cluster support disabled") != NULL)
+		{
+			topology = RL_TOPO_STANDALONE;
+			current = i;
+			held_free();
+			return true;
+		}
+		if (r->type == REDIS_REPLY_ARRAY && r->elements > 0)
+		{
+			bool		ok = slots_load(&nodes[i], r);
+
+			held_free();
+			if (ok)
+			{
+				topology = RL_TOPO_CLUSTER;
+				return true;
+			}
+			call_failed("could not read the slot map of Redis at %s:%d",
+						nodes[i].host, nodes[i].port);
+			continue;
+		}
+		reply_failed(node, "CLUSTER SLOTS", r);
+		held_free();
+	}
+	if (nseeds == 0)
+		call_failed("\"ratelimit.redis_nodes\" names no node");
+	return false;
+}
+
+/*
+ * Parse "MOVED <slot> <host>:<port>" or "ASK ...": the node's index, or -1.
+ */
+static int
+redirect_target(const char *msg, int *slot)
+{
+	const char *p = strchr(msg, ' ');
+	const char *addr;
+	const char *colon;
+	char		host[256];
+
+	if (p == NULL)
+		return -1;
+	*slot = atoi(p + 1);
+	addr = strchr(p + 1, ' ');
+	if (addr == NULL || (colon = strrchr(addr, ':')) == NULL ||
+		colon - addr - 1 <= 0 || colon - addr - 1 >= (int) sizeof(host) ||
+		*slot < 0 || *slot >= RL_REDIS_SLOTS)
+		return -1;
+	memcpy(host, addr + 1, colon - addr - 1);
+	host[colon - addr - 1] = '\0';
+	return node_lookup(host, atoi(colon + 1));
+}
+
+/* ---- the decision ---- */
+
+/* Parse a decimal integer reply element; false if it is not one. */
+static bool
+reply_int128(const redisReply *r, int128 *v)
+{
+	const char *s = r->str;
+	bool		neg = false;
+	int128		x = 0;
+
+	if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 40)
+		return false;
+	if (*s == '-')
+	{
+		neg = true;
+		s++;
+	}
+	if (*s == '\0')
+		return false;
+	for (; *s; s++)
+	{
+		if (*s < '0' || *s > '9')
+			return false;
+		x = x * 10 + (*s - '0');
+	}
+	*v = neg ? -x : x;
+	return true;
+}
+
+static int64
+clamp64(int128 v)
+{
+	return v > PG_INT64_MAX ? PG_INT64_MAX :
+		v < PG_INT64_MIN ? PG_INT64_MIN : (int64) v;
+}
+
+/*
+ * Turn the script's reply into a decision, converting the fractions with
+ * the same function as the C algorithms.
+ */
+static bool
+reply_decision(const redisReply *r, RlDecision *d)
+{
+	int128		v[6];
+	int			i;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
+		r->element[0]->type != REDIS_REPLY_INTEGER)
+		return false;
+	for (i = 0; i < 6; i++)
+		if (!reply_int128(r->element[i + 1], &v[i]))
+			return false;
+	if (v[3] <= 0 || v[5] <= 0 || v[2] < 0 || v[4] < 0)
+		return false;
+	d->allowed = r->element[0]->integer != 0;
+	d->remaining = clamp64(v[0]);
+	d->reset_at = clamp64(v[1]);
+	d->retry_after = rl_seconds(v[2], v[3]);
+	d->delay = rl_seconds(v[4], v[5]);
+	return true;
+}
+
+/* Does the error reply start with this word? */
+static bool
+error_is(const redisReply *r, const char *word)
+{
+	size_t		n = strlen(word);
+
+	return r->type == REDIS_REPLY_ERROR && r->len >= n &&
+		strncmp(r->str, word, n) == 0 &&
+		(r->len == n || r->str[n] == ' ');
+}
+
+/*
+ * Run the request's script against Redis, following redirects, reloading
+ * the script on NOSCRIPT and retrying once on a reused connection that
+ * turns out to be dead.  False on failure, with call_error set.
+ */
+static bool
+redis_call(const RlRequest *req, RlDecision *d)
+{
+	TimestampTz call_deadline = GetCurrentTimestamp() +
+	(int64) (rl_redis_connect_timeout + rl_redis_command_timeout) * 1000;
+	StringInfoData hkey;
+	StringInfoData lkey;
+	char		at[24];
+	char		limit[24];
+	char		per[24];
+	char		cost[24];
+	char		burst[24];
+	const char *argv[12];
+	size_t		argvlen[12];
+	int			argc = 0;
+	int			slot;
+	int			asking = -1;	/* node to send ASKING to, or -1 */
+	bool		use_eval = false;
+	bool		retried = false;
+	int			attempt;
+	int			i;
+
+	/* the keys: rl:{<namespace>:<algo>:<key>} and, for the log, ...:log */
+	initStringInfo(&hkey);
+	appendStringInfo(&hkey, "rl:{");
+	if (rl_redis_namespace[0] != '\0')
+		appendStringInfoString(&hkey, rl_redis_namespace);
+	else
+		appendStringInfo(&hkey, "%u", req->dbid);
+	appendStringInfo(&hkey, ":%s:", algo_code[req->algo]);
+	appendBinaryStringInfo(&hkey, req->key, req->keylen);
+	appendStringInfoChar(&hkey, '}');
+	initStringInfo(&lkey);
+	appendBinaryStringInfo(&lkey, hkey.data, hkey.len);
+	appendStringInfoString(&lkey, ":log");
+
+	if (req->at != RL_NO_TIME)
+		snprintf(at, sizeof(at), INT64_FORMAT, req->at);
+	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
+		snprintf(at, sizeof(at), INT64_FORMAT, rl_clock_now());
+	else
+		at[0] = '\0';
+	snprintf(limit, sizeof(limit), INT64_FORMAT, req->params.limit);
+	snprintf(per, sizeof(per), INT64_FORMAT, req->params.per);
+	snprintf(cost, sizeof(cost), INT64_FORMAT, req->params.cost);
+	snprintf(burst, sizeof(burst), INT64_FORMAT, req->params.burst);
+
+	argv[argc++] = NULL;		/* EVALSHA or EVAL */
+	argv[argc++] = NULL;		/* the SHA1 or the script */
+	if (req->algo == RL_SLIDING_WINDOW_LOG)
+	{
+		argv[argc++] = "2";
+		argv[argc++] = hkey.data;
+		argv[argc++] = lkey.data;
+	}
+	else
+	{
+		argv[argc++] = "1";
+		argv[argc++] = hkey.data;
+	}
+	argv[argc++] = at;
+	argv[argc++] = limit;
+	argv[argc++] = per;
+	argv[argc++] = cost;
+	argv[argc++] = burst;
+	argv[argc++] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
+		RL_REDIS_SLACK_CLOCK;
+	argvlen[2] = 1;
+	argvlen[3] = hkey.len;
+	if (req->algo == RL_SLIDING_WINDOW_LOG)
+		argvlen[4] = lkey.len;
+	for (i = argc - 6; i < argc; i++)
+		argvlen[i] = strlen(argv[i]);
+
+	slot = rl_redis_slot(hkey.data, hkey.len);
+
+	for (attempt = 0; attempt < RL_REDIS_MAX_ATTEMPTS; attempt++)
+	{
+		RlRedisNode *node;
+		TimestampTz deadline;
+		redisReply *r;
+		bool		fresh;
+		bool		io;
+		int			target;
+
+		if (topology == RL_TOPO_UNKNOWN && !topology_discover(call_deadline))
+			return false;
+		if (asking >= 0)
+			node = &nodes[asking];
+		else if (topology == RL_TOPO_CLUSTER && slots[slot] >= 0)
+			node = &nodes[slots[slot]];
+		else
+			node = &nodes[current];
+
+		deadline = Min(GetCurrentTimestamp() +
+					   (int64) rl_redis_connect_timeout * 1000,
+					   call_deadline);
+		if (!node_connect(node, deadline, &fresh))
+		{
+			topology = RL_TOPO_UNKNOWN;
+			return false;
+		}
+
+		argv[0] = use_eval ? "EVAL" : "EVALSHA";
+		argv[1] = use_eval ? script_text[req->algo] : script_sha[req->algo];
+		argvlen[0] = strlen(argv[0]);
+		argvlen[1] = strlen(argv[1]);
+		if ((asking >= 0 &&
+			 redisAppendCommand(node->ctx, "ASKING") != REDIS_OK) ||
+			redisAppendCommandArgv(node->ctx, argc, argv,
+								   argvlen) != REDIS_OK)
+		{
+			call_failed("could not format a command for Redis");
+			node_close(node);
+			return false;
+		}
+		deadline = Min(GetCurrentTimestamp() +
+					   (int64) rl_redis_command_timeout * 1000,
+					   call_deadline);
+		if (!node_exchange(node, asking >= 0 ? 2 : 1, deadline, &io))
+		{
+			if (io && !fresh && !retried)
+			{
+				/* a connection Redis closed while idle (restart) */
+				retried = true;
+				continue;
+			}
+			topology = RL_TOPO_UNKNOWN;
+			return false;
+		}
+		r = held[nheld - 1];
+		asking = -1;
+
+		if (reply_decision(r, d))
+		{
+			held_free();
+			return true;
+		}
+		if (error_is(r, "NOSCRIPT"))
+		{
+			count(RL_REDIS_SCRIPT_LOADS);
+			use_eval = true;
+		}
+		else if (error_is(r, "MOVED") || error_is(r, "ASK"))
+		{
+			int			s;
+
+			target = redirect_target(r->str, &s);
+			if (target < 0)
+			{
+				reply_failed(node, "a redirect", r);
+				held_free();
+				return false;
+			}
+			count(RL_REDIS_REDIRECTS);
+			if (error_is(r, "MOVED"))
+			{
+				if (topology == RL_TOPO_CLUSTER)
+					slots[s] = (int16) target;
+				else
+					topology = RL_TOPO_UNKNOWN;
+			}
+			else
+				asking = target;
+		}
+		else if (error_is(r, "TRYAGAIN"))
+		{
+			/* a multi-key script during a slot migration: pause, retry */
+			held_free();
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 RL_REDIS_TRYAGAIN_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		else
+		{
+			reply_failed(node, "the decision script", r);
+			held_free();
+			return false;
+		}
+		held_free();
+	}
+	call_failed("too many redirections or retries from Redis");
+	return false;
+}
+
+/*
+ * A call failed: count it, open the breaker and log a warning at most once
+ * per RL_REDIS_WARN_INTERVAL for the whole server.
+ */
+static void
+failure(int64 now)
+{
+	uint64		interval = (uint64) rl_redis_probe_interval * 1000;
+	uint64		was;
+	uint64		last;
+	uint64		unwarned;
+
+	count(RL_REDIS_FAILURES);
+	if (rl_redis_shared == NULL)
+		return;
+	was = pg_atomic_exchange_u64(&rl_redis_shared->open_until,
+								 (uint64) now + interval);
+	if (was == 0)
+		count(RL_REDIS_BREAKER_TRIPS);
+
+	SpinLockAcquire(&rl_redis_shared->mutex);
+	rl_redis_shared->last_error_at = now;
+	strlcpy(rl_redis_shared->last_error, call_error,
+			sizeof(rl_redis_shared->last_error));
+	SpinLockRelease(&rl_redis_shared->mutex);
+
+	unwarned = pg_atomic_fetch_add_u64(&rl_redis_shared->unwarned, 1) + 1;
+	last = pg_atomic_read_u64(&rl_redis_shared->last_warning);
+	if ((uint64) now >= last + RL_REDIS_WARN_INTERVAL &&
+		pg_atomic_compare_exchange_u64(&rl_redis_shared->last_warning,
+									   &last, (uint64) now))
+	{
+		unwarned = pg_atomic_exchange_u64(&rl_redis_shared->unwarned, 0);
+		ereport(WARNING,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("ratelimit: Redis is unavailable: %s", call_error),
+				 errdetail("%llu call(s) since the last warning were decided by \"ratelimit.fail_mode\"; Redis is probed again every %d ms.",
+						   (unsigned long long) unwarned,
+						   rl_redis_probe_interval)));
+	}
+}
+
+/*
+ * Decide the request in Redis.  RL_UNAVAILABLE when Redis cannot decide it
+ * in time, or while the breaker is open (the caller applies fail_mode).
+ * An explicit "at" before RL_REDIS_MIN_TIME is an error.
+ */
+RlStatus
+rl_redis_decide(const RlRequest *req, RlDecision *d)
+{
+	int64		now = rl_clock_now();
+	uint64		until = 0;
+	bool		probe = false;
+
+	if (req->at != RL_NO_TIME && req->at < RL_REDIS_MIN_TIME)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("\"at\" is out of range for the Redis backend"),
+				 errdetail("With \"ratelimit.backend\" = redis or hybrid, an explicit time must be after 1898-08-11 (2^51 microseconds before 1970).")));
+
+	if (rl_redis_shared != NULL)
+	{
+		until = pg_atomic_read_u64(&rl_redis_shared->open_until);
+		if (until != 0)
+		{
+			uint64		next = (uint64) now +
+			(uint64) rl_redis_probe_interval * 1000;
+
+			/* open: fail fast, unless the interval is over and we win the
+			 * right to probe */
+			if ((uint64) now < until ||
+				!pg_atomic_compare_exchange_u64(&rl_redis_shared->open_until,
+												&until, next))
+			{
+				count(RL_REDIS_SKIPPED);
+				return RL_UNAVAILABLE;
+			}
+			probe = true;
+		}
+	}
+
+	if (config_stale)
+		config_load();
+	if (script_text[0] == NULL)
+		scripts_build();
+
+	count(RL_REDIS_CALLS);
+	if (!redis_call(req, d))
+	{
+		failure(now);
+		return RL_UNAVAILABLE;
+	}
+	if (probe)
+	{
+		pg_atomic_write_u64(&rl_redis_shared->open_until, 0);
+		ereport(LOG,
+				(errmsg("ratelimit: Redis is reachable again")));
+	}
+	return RL_OK;
+}
