@@ -4,6 +4,7 @@ EXTENSION = ratelimit
 MODULE_big = ratelimit
 OBJS = \
 	src/ratelimit.o \
+	src/args.o \
 	src/guc.o \
 	src/algo.o \
 	src/algo_window.o \
@@ -11,7 +12,13 @@ OBJS = \
 	src/algo_log.o \
 	src/store.o \
 	src/dispatch.o \
-	src/functions.o
+	src/functions.o \
+	src/policy.o \
+	src/refund.o \
+	src/trigger.o \
+	src/redis.o \
+	src/redis_scripts.o
+SHLIB_LINK += -lhiredis
 
 DATA = $(wildcard sql/ratelimit--*.sql)
 PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"

@@ -53,6 +53,9 @@ typedef struct RlDecision
 	double		retry_after;	/* seconds; 0 when allowed */
 	int64		reset_at;		/* Unix microseconds, rounded up */
 	double		delay;			/* seconds; leaky_bucket only */
+	/* set by the shared-memory store only: */
+	int64		time;			/* the call's time after the clamp (Unix us) */
+	bool		stored;			/* the decision is recorded in the store */
 } RlDecision;
 
 /*
@@ -128,6 +131,22 @@ extern void rl_token_bucket(RlBucketState *s, bool fresh, int64 t,
 							int64 last, const RlParams *p, RlDecision *d);
 extern void rl_leaky_bucket(RlBucketState *s, bool fresh, int64 t,
 							int64 last, const RlParams *p, RlDecision *d);
+
+/*
+ * Give back cost units consumed at time t (a transaction that aborted, an
+ * all-or-nothing check that failed).  Only what still counts is given
+ * back: a consumption whose window has passed already stopped counting.
+ */
+extern void rl_fixed_window_refund(RlWindowState *s, int64 t,
+								   const RlParams *p, int64 cost);
+extern void rl_sliding_window_counter_refund(RlWindowState *s, int64 t,
+											 const RlParams *p, int64 cost);
+extern void rl_token_bucket_refund(RlBucketState *s, const RlParams *p,
+								   int64 cost);
+extern void rl_leaky_bucket_refund(RlBucketState *s, const RlParams *p,
+								   int64 cost);
+extern void rl_log_refund(RlLogState *s, RlLogMemory *m, int64 t,
+						  int64 cost);
 
 extern void rl_log_init(RlLogState *s);
 extern bool rl_sliding_window_log(RlLogState *s, RlLogMemory *m, int64 t,

@@ -110,3 +110,30 @@ rl_leaky_bucket(RlBucketState *s, bool fresh, int64 t, int64 last,
 	d->remaining = rl_units(capacity - s->scaled, p->per);
 	d->reset_at = rl_time_after(t, s->scaled, p->limit);
 }
+
+/*
+ * token_bucket: the tokens go back, up to the capacity (a bucket that
+ * refilled meanwhile has nothing left to give back).
+ */
+void
+rl_token_bucket_refund(RlBucketState *s, const RlParams *p, int64 cost)
+{
+	int128		capacity = (int128) p->burst * p->per;
+
+	bucket_rescale(s, p->per, false);
+	s->scaled += (int128) cost * p->per;
+	if (s->scaled > capacity)
+		s->scaled = capacity;
+}
+
+/*
+ * leaky_bucket: the units leave the queue (what already drained is gone).
+ */
+void
+rl_leaky_bucket_refund(RlBucketState *s, const RlParams *p, int64 cost)
+{
+	bucket_rescale(s, p->per, true);
+	s->scaled -= (int128) cost * p->per;
+	if (s->scaled < 0)
+		s->scaled = 0;
+}

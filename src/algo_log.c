@@ -124,6 +124,64 @@ log_retry_after(const RlLogState *s, const RlLogMemory *m, int64 t,
 }
 
 /*
+ * Give back cost units logged at time t, if that entry is still in the log.
+ * An entry that drops to zero is removed when it is the newest (the usual
+ * case: a refund soon after the call), so reset_at is as if the call had
+ * never been made; an older one stays with cost 0 until it expires.  A
+ * block emptied that way is handed back through m->freed_*.
+ */
+void
+rl_log_refund(RlLogState *s, RlLogMemory *m, int64 t, int64 cost)
+{
+	uint32		block = s->head;
+	uint32		before_tail = RL_NIL;
+	int			pos = s->head_pos;
+
+	m->nfreed = 0;
+	m->freed_first = m->freed_last = RL_NIL;
+	while (block != RL_NIL)
+	{
+		RlLogEntry *entry = &m->blocks[block].entries[pos];
+
+		if (entry->time == t)
+		{
+			int64		given = Min(cost, entry->cost);
+
+			entry->cost -= given;
+			s->sum -= given;
+			break;
+		}
+		if (entry->time > t)
+			return;
+		if (++pos == block_end(s, block))
+		{
+			if (m->next[block] == s->tail && block != s->tail)
+				before_tail = block;
+			block = block == s->tail ? RL_NIL : m->next[block];
+			pos = 0;
+		}
+	}
+	if (block == RL_NIL || block != s->tail || pos != s->tail_len - 1 ||
+		LOG_NEWEST(s, m)->cost > 0)
+		return;
+
+	/* drop the emptied newest entry, and its block if that empties */
+	if (--s->tail_len > (s->tail == s->head ? s->head_pos : 0))
+		return;
+	m->nfreed = 1;
+	m->freed_first = m->freed_last = s->tail;
+	s->nblocks--;
+	if (s->tail == s->head)
+		s->head = s->tail = RL_NIL;
+	else
+	{
+		s->tail = before_tail;
+		s->tail_len = RL_LOG_PER_BLOCK;
+		m->next[before_tail] = RL_NIL;
+	}
+}
+
+/*
  * Make the state an empty log (a new key).
  */
 void

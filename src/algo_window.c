@@ -120,3 +120,30 @@ rl_sliding_window_counter(RlWindowState *s, bool fresh, int64 t,
 		d->reset_at = t;
 	d->delay = 0.0;
 }
+
+/*
+ * fixed_window: the units still count only while their window lasts.
+ */
+void
+rl_fixed_window_refund(RlWindowState *s, int64 t, const RlParams *p,
+					   int64 cost)
+{
+	if (s->start == rl_floor_div(t, p->per) * p->per)
+		s->cur = Max(s->cur - cost, 0);
+}
+
+/*
+ * sliding_window_counter: in the current window, or in the previous one if
+ * the window has rolled once since (where they still weigh).
+ */
+void
+rl_sliding_window_counter_refund(RlWindowState *s, int64 t,
+								 const RlParams *p, int64 cost)
+{
+	int64		start = rl_floor_div(t, p->per) * p->per;
+
+	if (s->start == start)
+		s->cur = Max(s->cur - cost, 0);
+	else if (s->start == start + p->per)
+		s->prev = Max(s->prev - cost, 0);
+}

@@ -18,6 +18,9 @@
 /* "at" was not given: the deciding backend reads its clock */
 #define RL_NO_TIME PG_INT64_MIN
 
+/* a request's backend or fail_mode not set by its policy: use the setting */
+#define RL_SETTING (-1)
+
 typedef struct RlRequest
 {
 	RlAlgo		algo;
@@ -26,7 +29,19 @@ typedef struct RlRequest
 	int			keylen;
 	RlParams	params;
 	int64		at;				/* Unix microseconds, or RL_NO_TIME */
+	int			backend;		/* RlBackend, or RL_SETTING */
+	int			fail_mode;		/* RlFailMode, or RL_SETTING */
+	bool		shadow;			/* dry run: decide and count, always allow */
 } RlRequest;
+
+static inline void
+rl_request_init(RlRequest *req)
+{
+	memset(req, 0, sizeof(*req));
+	req->at = RL_NO_TIME;
+	req->backend = RL_SETTING;
+	req->fail_mode = RL_SETTING;
+}
 
 /* Outcome of a backend that may be unable to decide */
 typedef enum RlStatus
@@ -38,6 +53,7 @@ typedef enum RlStatus
 
 /* dispatch.c: decide with the configured backend and failure policy */
 extern void rl_decide(const RlRequest *req, RlDecision *d);
+extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);
 
 /* the decision made when the backend cannot decide (fail_mode) */
 extern void rl_fail_decision(const RlRequest *req, int64 now, bool allow,

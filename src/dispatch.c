@@ -14,6 +14,10 @@
 
 #include "backend.h"
 #include "guc.h"
+#include "redis.h"
+#include "store.h"
+
+static void apply_shadow(const RlRequest *req, RlDecision *d);
 
 /*
  * The real clock (never the transaction's frozen now()), in microseconds
@@ -42,18 +46,140 @@ rl_fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 	d->retry_after = allow ? 0.0 : (double) req->params.per / 1000000.0;
 	d->reset_at = allow ? t : t + req->params.per;
 	d->delay = 0.0;
+	d->time = t;
+	d->stored = false;
 }
 
 /*
- * Decide one request.  Only the shared-memory store exists so far; when it
- * has no room for the key, fail_mode decides.  The clock is read once here,
- * before any lock.
+ * Decide in the shared-memory store; when it has no room for the key,
+ * fail_mode decides ("local" counts as "open" there).
+ */
+static void
+local_decide(const RlRequest *req, int64 now, int fail_mode, RlDecision *d)
+{
+	if (rl_store_decide(req, now, d) == RL_NO_ROOM)
+		rl_fail_decision(req, now, fail_mode != RL_FAIL_CLOSED, d);
+}
+
+/* n times ratelimit.hybrid_multiple, within what the algorithms accept */
+static int64
+hybrid_scale(int64 n)
+{
+	double		scaled = (double) n * rl_hybrid_multiple;
+
+	return scaled >= (double) ((int64) 1 << 62) ? Max(n, (int64) 1 << 62) :
+		Max(n, (int64) scaled);
+}
+
+/*
+ * Decide one request with the given backend and fail mode.
+ *
+ * hybrid first decides locally with the limit and burst multiplied by
+ * ratelimit.hybrid_multiple: a cheap sanity limit per server that keeps
+ * floods away from Redis.  What it denies is denied; what it admits goes to
+ * Redis.  When Redis cannot decide, fail_mode applies; "local" then keeps
+ * the local answer (the pre-check's in hybrid mode).
+ */
+static void
+decide(const RlRequest *req, int64 now, int backend, int fail_mode,
+	   RlDecision *d)
+{
+	RlDecision	remote;
+
+	if (backend == RL_BACKEND_LOCAL)
+	{
+		local_decide(req, now, fail_mode, d);
+		return;
+	}
+	if (backend == RL_BACKEND_HYBRID)
+	{
+		RlRequest	pre = *req;
+
+		pre.params.limit = hybrid_scale(req->params.limit);
+		pre.params.burst = hybrid_scale(req->params.burst);
+		local_decide(&pre, now, fail_mode, d);
+		if (!d->allowed)
+			return;
+	}
+
+	memset(&remote, 0, sizeof(remote));
+	if (rl_redis_decide(req, &remote) == RL_OK)
+		*d = remote;
+	else if (fail_mode == RL_FAIL_LOCAL)
+	{
+		if (backend == RL_BACKEND_REDIS)
+			local_decide(req, now, fail_mode, d);
+	}
+	else
+		rl_fail_decision(req, now, fail_mode == RL_FAIL_OPEN, d);
+}
+
+/*
+ * Decide one request with its policy's backend and fail mode, or the
+ * settings'.  The clock is read once here, before any lock.  A shadow
+ * (dry-run) request is decided and counted like any other, then allowed.
  */
 void
 rl_decide(const RlRequest *req, RlDecision *d)
 {
 	int64		now = rl_clock_now();
 
-	if (rl_store_decide(req, now, d) == RL_NO_ROOM)
-		rl_fail_decision(req, now, rl_fail_mode != RL_FAIL_CLOSED, d);
+	memset(d, 0, sizeof(*d));
+	decide(req, now,
+		   req->backend == RL_SETTING ? rl_backend : req->backend,
+		   req->fail_mode == RL_SETTING ? rl_fail_mode : req->fail_mode,
+		   d);
+	apply_shadow(req, d);
+}
+
+/* A shadow request is allowed whatever it decided. */
+static void
+apply_shadow(const RlRequest *req, RlDecision *d)
+{
+	if (req->shadow && !d->allowed)
+	{
+		d->allowed = true;
+		d->retry_after = 0.0;
+	}
+}
+
+/*
+ * Decide n requests all or nothing (rl_store_decide_all).  The atomicity
+ * comes from holding the store's partition locks together, so every
+ * request must use the local backend.  Returns whether all admitted.
+ */
+bool
+rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
+{
+	bool		fail_open[RL_MAX_MULTI];
+	RlStatus	statuses[RL_MAX_MULTI];
+	int64		now;
+	bool		all;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		int			backend = reqs[i].backend == RL_SETTING ? rl_backend :
+			reqs[i].backend;
+		int			fail_mode = reqs[i].fail_mode == RL_SETTING ?
+			rl_fail_mode : reqs[i].fail_mode;
+
+		if (backend != RL_BACKEND_LOCAL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("all-or-nothing checks need the local backend"),
+					 errdetail("Key %d would be decided by Redis.", i + 1)));
+		fail_open[i] = fail_mode != RL_FAIL_CLOSED;
+		memset(&ds[i], 0, sizeof(RlDecision));
+	}
+
+	now = rl_clock_now();
+	all = rl_store_decide_all(reqs, n, now, fail_open, ds, statuses);
+	for (i = 0; i < n; i++)
+	{
+		if (statuses[i] == RL_NO_ROOM)
+			rl_fail_decision(&reqs[i], now, fail_open[i], &ds[i]);
+		apply_shadow(&reqs[i], &ds[i]);
+	}
+	return all;
 }

@@ -11,23 +11,25 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/htup_details.h"
-#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/acl.h"
+#include "storage/latch.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
+#include "utils/wait_event.h"
 
+#include "args.h"
 #include "backend.h"
+#include "guc.h"
+#include "policy.h"
+#include "redis.h"
+#include "refund.h"
 #include "store.h"
-
-/* accepted range of "at" (Unix us, about +-36000 years) and of "per" */
-#define RL_MAX_ABS_TIME		((int64) 1 << 60)
-#define RL_MAX_PER			(INT64CONST(36525) * USECS_PER_DAY) /* 100 years */
-
-/* role whose members may pass an explicit "at", besides superusers */
-#define RL_ADMIN_ROLE		"ratelimit_admin"
 
 /* argument positions shared by rl_allow and rl_check */
 enum
@@ -41,172 +43,130 @@ enum
 	ARG_AT
 };
 
+/* arguments of the policy forms: (key, policy, at, cost) */
+enum
+{
+	PARG_KEY,
+	PARG_POLICY,
+	PARG_AT,
+	PARG_COST
+};
+
 PG_FUNCTION_INFO_V1(rl_allow);
 PG_FUNCTION_INFO_V1(rl_check);
+PG_FUNCTION_INFO_V1(rl_allow_policy);
+PG_FUNCTION_INFO_V1(rl_check_policy);
+PG_FUNCTION_INFO_V1(rl_allow_all);
+PG_FUNCTION_INFO_V1(rl_check_all);
+PG_FUNCTION_INFO_V1(rl_wait);
+PG_FUNCTION_INFO_V1(rl_wait_policy);
 PG_FUNCTION_INFO_V1(rl_reset);
 PG_FUNCTION_INFO_V1(rl_reset_all);
 PG_FUNCTION_INFO_V1(rl_store_info);
-
-/* Fail unless the library was preloaded (the store exists). */
-static void
-require_store(void)
-{
-	if (!rl_store_ready())
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("ratelimit must be loaded via \"shared_preload_libraries\""),
-				 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and restart the server.")));
-}
-
-static void
-require_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("\"%s\" must not be null", name)));
-}
-
-/* Parse a non-null algorithm name argument. */
-static RlAlgo
-algo_arg(text *name)
-{
-	RlAlgo		algo;
-
-	if (!rl_algo_parse(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name), &algo))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown algorithm \"%s\"", text_to_cstring(name)),
-				 errhint("Valid algorithms are fixed_window, sliding_window_log, sliding_window_counter, token_bucket and leaky_bucket.")));
-	return algo;
-}
-
-/* Check a non-null key argument and point at its bytes. */
-static void
-key_arg(text *key, const char **bytes, int *len)
-{
-	*bytes = VARDATA_ANY(key);
-	*len = VARSIZE_ANY_EXHDR(key);
-	if (*len > RL_MAX_KEY_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("\"key\" is too long (%d bytes)", *len),
-				 errdetail("Keys may be at most %d bytes long.",
-						   RL_MAX_KEY_LEN)));
-}
-
-/* The window in microseconds: positive, no months, at most 100 years. */
-static int64
-per_arg(Interval *per)
-{
-	int128		us;
-
-	if (per->month != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"per\" must not contain months or years"),
-				 errdetail("A month has no fixed length."),
-				 errhint("Express the window in days, hours, minutes or seconds.")));
-	us = (int128) per->day * USECS_PER_DAY + per->time;
-	if (us <= 0 || us > RL_MAX_PER)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"per\" must be greater than zero and at most 36525 days")));
-	return (int64) us;
-}
+PG_FUNCTION_INFO_V1(rl_redis_info);
 
 /*
- * An explicit time: finite, within range, and only for superusers or
- * members of ratelimit_admin, since it moves the key's clock for everyone.
- */
-static int64
-at_arg(TimestampTz at)
-{
-	Oid			admin;
-
-	if (!superuser())
-	{
-		admin = get_role_oid(RL_ADMIN_ROLE, true);
-		if (!OidIsValid(admin) || !has_privs_of_role(GetUserId(), admin))
-			ereport(ERROR,
-					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-					 errmsg("permission denied to pass \"at\""),
-					 errdetail("An explicit time moves the key's clock for every caller."),
-					 errhint("Only superusers and members of role \"%s\" may pass a non-null \"at\".",
-							 RL_ADMIN_ROLE)));
-	}
-	if (TIMESTAMP_NOT_FINITE(at) ||
-		at > RL_MAX_ABS_TIME - RL_UNIX_OFFSET ||
-		at < -RL_MAX_ABS_TIME - RL_UNIX_OFFSET)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("\"at\" is out of range"),
-				 errdetail("An explicit time must be finite and within 36000 years of 1970.")));
-	return at + RL_UNIX_OFFSET;
-}
-
-static void
-require_positive(int64 value, const char *name)
-{
-	if (value <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"%s\" must be greater than zero", name)));
-}
-
-/*
- * Build the request from the arguments of rl_allow / rl_check, checking
- * each one.  The key points into the (detoasted) argument.
+ * Build the request from the arguments of rl_allow / rl_check / rl_wait,
+ * checking each one; only the first two have "at".  The key points into
+ * the (detoasted) argument.
  */
 static void
-request_from_args(FunctionCallInfo fcinfo, RlRequest *req)
+request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 {
 	RlParams   *p = &req->params;
-	int64		capacity;
 
-	require_store();
-	require_not_null(fcinfo, ARG_KEY, "key");
-	require_not_null(fcinfo, ARG_ALGO, "algo");
-	require_not_null(fcinfo, ARG_LIMIT, "limit");
-	require_not_null(fcinfo, ARG_PER, "per");
-	require_not_null(fcinfo, ARG_COST, "cost");
+	rl_require_store();
+	rl_arg_not_null(fcinfo, ARG_KEY, "key");
+	rl_arg_not_null(fcinfo, ARG_ALGO, "algo");
+	rl_arg_not_null(fcinfo, ARG_LIMIT, "limit");
+	rl_arg_not_null(fcinfo, ARG_PER, "per");
+	rl_arg_not_null(fcinfo, ARG_COST, "cost");
 
-	key_arg(PG_GETARG_TEXT_PP(ARG_KEY), &req->key, &req->keylen);
-	req->algo = algo_arg(PG_GETARG_TEXT_PP(ARG_ALGO));
+	rl_request_init(req);
+	rl_arg_key(PG_GETARG_TEXT_PP(ARG_KEY), &req->key, &req->keylen);
+	req->algo = rl_arg_algo(PG_GETARG_TEXT_PP(ARG_ALGO));
 	req->dbid = MyDatabaseId;
 
 	p->limit = PG_GETARG_INT64(ARG_LIMIT);
-	require_positive(p->limit, "limit");
-	p->per = per_arg(PG_GETARG_INTERVAL_P(ARG_PER));
+	rl_arg_positive(p->limit, "limit");
+	p->per = rl_arg_per(PG_GETARG_INTERVAL_P(ARG_PER));
 	p->cost = PG_GETARG_INT64(ARG_COST);
-	if (p->cost < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"cost\" must not be negative")));
-
-	p->burst = p->limit;
+	rl_arg_cost(p->cost);
 	if (!PG_ARGISNULL(ARG_BURST))
-	{
-		if (!rl_algo_has_burst(req->algo))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("\"burst\" does not apply to algorithm \"%s\"",
-							rl_algo_name(req->algo)),
-					 errhint("Only token_bucket and leaky_bucket have a burst; pass NULL.")));
 		p->burst = PG_GETARG_INT64(ARG_BURST);
-		require_positive(p->burst, "burst");
+	rl_params_check(req->algo, p, !PG_ARGISNULL(ARG_BURST));
+
+	if (has_at && !PG_ARGISNULL(ARG_AT))
+		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(ARG_AT));
+}
+
+/*
+ * The request for a key under a policy, with an optional cost replacing
+ * the policy's and an optional explicit time.  at_arg / cost_arg are
+ * argument numbers, or -1 where the function has no such argument.
+ */
+static void
+policy_request(FunctionCallInfo fcinfo, int key_arg, int policy_arg,
+			   int at_arg, int cost_arg, RlRequest *req)
+{
+	const RlPolicy *pol;
+
+	rl_require_store();
+	rl_arg_not_null(fcinfo, key_arg, "key");
+	rl_arg_not_null(fcinfo, policy_arg, "policy");
+	pol = rl_policy_get(PG_GETARG_TEXT_PP(policy_arg));
+	rl_policy_request(pol, PG_GETARG_TEXT_PP(key_arg), req);
+	if (cost_arg >= 0 && !PG_ARGISNULL(cost_arg))
+	{
+		req->params.cost = PG_GETARG_INT64(cost_arg);
+		rl_arg_cost(req->params.cost);
+		rl_cost_check(req->algo, &req->params);
 	}
+	if (at_arg >= 0 && !PG_ARGISNULL(at_arg))
+		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(at_arg));
+}
 
-	capacity = rl_algo_has_burst(req->algo) ? p->burst : p->limit;
-	if (p->cost > capacity)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"cost\" (" INT64_FORMAT ") exceeds the %s (" INT64_FORMAT ") and can never be admitted",
-						p->cost, rl_algo_has_burst(req->algo) ? "burst" : "limit",
-						capacity)));
+/*
+ * Decide a direct call, remembering its consumption for a refund if
+ * ratelimit.refund_on_rollback is on.
+ */
+static void
+decide_direct(const RlRequest *req, RlDecision *d)
+{
+	rl_decide(req, d);
+	if (rl_refund_on_rollback)
+		rl_refund_track(req, d);
+}
 
-	req->at = PG_ARGISNULL(ARG_AT) ? RL_NO_TIME :
-		at_arg(PG_GETARG_TIMESTAMPTZ(ARG_AT));
+/*
+ * A decision as an rl_decision datum.  The blessed descriptor is built once
+ * per call site and kept in fn_extra.
+ */
+static Datum
+decision_datum(FunctionCallInfo fcinfo, const RlRequest *req,
+			   const RlDecision *d)
+{
+	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
+
+	if (tupdesc == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "function must return type rl_decision");
+		tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
+		fcinfo->flinfo->fn_extra = tupdesc;
+		MemoryContextSwitchTo(old);
+	}
+	values[0] = BoolGetDatum(d->allowed);
+	values[1] = Int64GetDatum(req->params.limit);
+	values[2] = Int64GetDatum(d->remaining);
+	values[3] = Float8GetDatum(d->retry_after);
+	values[4] = TimestampTzGetDatum(d->reset_at - RL_UNIX_OFFSET);
+	values[5] = Float8GetDatum(d->delay);
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }
 
 /*
@@ -218,66 +178,325 @@ rl_allow(PG_FUNCTION_ARGS)
 	RlRequest	req;
 	RlDecision	d;
 
-	request_from_args(fcinfo, &req);
-	rl_decide(&req, &d);
+	request_from_args(fcinfo, true, &req);
+	decide_direct(&req, &d);
 	PG_RETURN_BOOL(d.allowed);
 }
 
 /*
  * rl_check(same arguments) returns rl_decision: (allowed, limit, remaining,
- * retry_after, reset_at, delay).  The result descriptor is built once per
- * call site and kept in fn_extra.
+ * retry_after, reset_at, delay).
  */
 Datum
 rl_check(PG_FUNCTION_ARGS)
 {
-	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
 	RlRequest	req;
 	RlDecision	d;
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
 
-	request_from_args(fcinfo, &req);
-	if (tupdesc == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "rl_check must return a composite type");
-		tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
-		fcinfo->flinfo->fn_extra = tupdesc;
-		MemoryContextSwitchTo(old);
-	}
-
-	rl_decide(&req, &d);
-
-	values[0] = BoolGetDatum(d.allowed);
-	values[1] = Int64GetDatum(req.params.limit);
-	values[2] = Int64GetDatum(d.remaining);
-	values[3] = Float8GetDatum(d.retry_after);
-	values[4] = TimestampTzGetDatum(d.reset_at - RL_UNIX_OFFSET);
-	values[5] = Float8GetDatum(d.delay);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+	request_from_args(fcinfo, true, &req);
+	decide_direct(&req, &d);
+	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
 
 /*
- * rl_reset(key, algo DEFAULT NULL) returns bigint: drop the key's state for
- * one algorithm, or all of them, in this database.
+ * rl_allow(key, policy, at, cost) returns boolean
+ */
+Datum
+rl_allow_policy(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+	RlDecision	d;
+
+	policy_request(fcinfo, PARG_KEY, PARG_POLICY, PARG_AT, PARG_COST, &req);
+	decide_direct(&req, &d);
+	PG_RETURN_BOOL(d.allowed);
+}
+
+/*
+ * rl_check(key, policy, at, cost) returns rl_decision
+ */
+Datum
+rl_check_policy(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+	RlDecision	d;
+
+	policy_request(fcinfo, PARG_KEY, PARG_POLICY, PARG_AT, PARG_COST, &req);
+	decide_direct(&req, &d);
+	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
+}
+
+/* ---- all or nothing across keys ---- */
+
+/*
+ * Requests for rl_allow_all / rl_check_all (keys text[], policies text[],
+ * costs bigint[] DEFAULT NULL, at DEFAULT NULL): keys[i] under
+ * policies[i], with costs[i] if given.  Returns the count.
+ */
+static int
+multi_requests(FunctionCallInfo fcinfo, RlRequest *reqs)
+{
+	Datum	   *keys,
+			   *policies,
+			   *costs = NULL;
+	bool	   *key_nulls,
+			   *policy_nulls,
+			   *cost_nulls = NULL;
+	int			n,
+				npolicies,
+				ncosts = 0;
+	int			i;
+
+	rl_require_store();
+	rl_arg_not_null(fcinfo, 0, "keys");
+	rl_arg_not_null(fcinfo, 1, "policies");
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(0), TEXTOID, -1, false,
+					  TYPALIGN_INT, &keys, &key_nulls, &n);
+	deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), TEXTOID, -1, false,
+					  TYPALIGN_INT, &policies, &policy_nulls, &npolicies);
+	if (!PG_ARGISNULL(2))
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), INT8OID, 8,
+						  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &costs,
+						  &cost_nulls, &ncosts);
+	if (n < 1 || n > RL_MAX_MULTI || npolicies != n ||
+		(costs != NULL && ncosts != n))
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("\"keys\", \"policies\" and \"costs\" must have the same length, from 1 to %d",
+						RL_MAX_MULTI)));
+
+	for (i = 0; i < n; i++)
+	{
+		const RlPolicy *pol;
+
+		if (key_nulls[i] || policy_nulls[i] || (costs && cost_nulls[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("\"keys\", \"policies\" and \"costs\" must not contain nulls")));
+		pol = rl_policy_get(DatumGetTextPP(policies[i]));
+		rl_policy_request(pol, DatumGetTextPP(keys[i]), &reqs[i]);
+		if (costs != NULL)
+		{
+			reqs[i].params.cost = DatumGetInt64(costs[i]);
+			rl_arg_cost(reqs[i].params.cost);
+			rl_cost_check(reqs[i].algo, &reqs[i].params);
+		}
+		if (!PG_ARGISNULL(3))
+			reqs[i].at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(3));
+	}
+	return n;
+}
+
+/*
+ * rl_allow_all(keys, policies, costs, at) returns boolean: true if every
+ * limit admits, and then all consume; otherwise none does.
+ */
+Datum
+rl_allow_all(PG_FUNCTION_ARGS)
+{
+	RlRequest	reqs[RL_MAX_MULTI];
+	RlDecision	ds[RL_MAX_MULTI];
+	int			n = multi_requests(fcinfo, reqs);
+	bool		all = rl_decide_all(reqs, n, ds);
+	int			i;
+
+	if (all && rl_refund_on_rollback)
+		for (i = 0; i < n; i++)
+			rl_refund_track(&reqs[i], &ds[i]);
+	PG_RETURN_BOOL(all);
+}
+
+/*
+ * rl_check_all(keys, policies, costs, at) returns setof (key, policy,
+ * allowed, limit, remaining, retry_after, reset_at, delay): one row per
+ * key, in order.  Consumption is all or nothing as for rl_allow_all; when
+ * any row is denied, the others report whether they would have admitted.
+ */
+Datum
+rl_check_all(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RlRequest	reqs[RL_MAX_MULTI];
+	RlDecision	ds[RL_MAX_MULTI];
+	ArrayType  *keys;
+	ArrayType  *policies;
+	Datum	   *key_values;
+	Datum	   *policy_values;
+	int			n;
+	bool		all;
+	int			i;
+
+	n = multi_requests(fcinfo, reqs);
+	all = rl_decide_all(reqs, n, ds);
+	if (all && rl_refund_on_rollback)
+		for (i = 0; i < n; i++)
+			rl_refund_track(&reqs[i], &ds[i]);
+
+	keys = PG_GETARG_ARRAYTYPE_P(0);
+	policies = PG_GETARG_ARRAYTYPE_P(1);
+	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &key_values,
+					  NULL, &n);
+	deconstruct_array(policies, TEXTOID, -1, false, TYPALIGN_INT,
+					  &policy_values, NULL, &n);
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[8];
+		bool		nulls[8] = {false, false, false, false, false, false, false, false};
+
+		values[0] = key_values[i];
+		values[1] = policy_values[i];
+		values[2] = BoolGetDatum(ds[i].allowed);
+		values[3] = Int64GetDatum(reqs[i].params.limit);
+		values[4] = Int64GetDatum(ds[i].remaining);
+		values[5] = Float8GetDatum(ds[i].retry_after);
+		values[6] = TimestampTzGetDatum(ds[i].reset_at - RL_UNIX_OFFSET);
+		values[7] = Float8GetDatum(ds[i].delay);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/* ---- waiting instead of denying ---- */
+
+/* The longest wait, in microseconds: no months, not negative. */
+static int64
+max_wait_arg(const Interval *max_wait)
+{
+	int128		us = (int128) max_wait->day * USECS_PER_DAY + max_wait->time;
+
+	if (max_wait->month != 0 || us < 0 || us > PG_INT64_MAX / 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"max_wait\" must be zero or positive, without months")));
+	return (int64) us;
+}
+
+/* Sleep for us microseconds, interruptibly. */
+static void
+sleep_us(int64 us)
+{
+	int64		until = rl_clock_now() + us;
+	int64		left;
+
+	while ((left = until - rl_clock_now()) > 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 (long) ((left + 999) / 1000), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Wait until the request is admitted, at most max_wait microseconds.
+ * Denied calls wait for retry_after and try again; an admitted
+ * leaky_bucket call sleeps its delay, so admitted calls leave at a smooth
+ * rate.  An admission whose delay would pass the deadline is given back
+ * and reported as not admitted.
+ */
+static bool
+wait_admitted(const RlRequest *req, int64 max_wait)
+{
+	int64		deadline = rl_clock_now() + max_wait;
+
+	for (;;)
+	{
+		RlDecision	d;
+		int64		now;
+		int64		wait;
+
+		rl_decide(req, &d);
+		now = rl_clock_now();
+		if (d.allowed)
+		{
+			wait = (int64) ceil(d.delay * 1000000.0);
+			if (wait > 0 && now + wait > deadline)
+			{
+				if (d.stored)
+					rl_store_refund(req, d.time, req->params.cost);
+				return false;
+			}
+			if (rl_refund_on_rollback)
+				rl_refund_track(req, &d);
+			if (wait > 0)
+				sleep_us(wait);
+			return true;
+		}
+		wait = (int64) ceil(d.retry_after * 1000000.0);
+		if (now + wait > deadline)
+			return false;
+		sleep_us(Max(wait, 1));
+	}
+}
+
+/*
+ * rl_wait(key, algo, limit, per, cost, burst, max_wait) returns boolean
+ */
+Datum
+rl_wait(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+
+	rl_arg_not_null(fcinfo, 6, "max_wait");
+	request_from_args(fcinfo, false, &req);
+	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(6))));
+}
+
+/*
+ * rl_wait(key, policy, max_wait, cost) returns boolean
+ */
+Datum
+rl_wait_policy(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+
+	rl_arg_not_null(fcinfo, 2, "max_wait");
+	policy_request(fcinfo, 0, 1, -1, 3, &req);
+	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(2))));
+}
+
+/* ---- administration ---- */
+
+/*
+ * rl_reset(key, algo DEFAULT NULL, policy DEFAULT NULL) returns bigint:
+ * drop the key's state for one algorithm, all of them, or one policy, in
+ * this database.
  */
 Datum
 rl_reset(PG_FUNCTION_ARGS)
 {
-	const char *key;
-	int			keylen;
-	RlAlgo		algo = RL_FIXED_WINDOW;
+	RlRequest	req;
+	bool		all_algos;
+	int64		dropped;
 
-	require_store();
-	require_not_null(fcinfo, 0, "key");
-	key_arg(PG_GETARG_TEXT_PP(0), &key, &keylen);
-	if (!PG_ARGISNULL(1))
-		algo = algo_arg(PG_GETARG_TEXT_PP(1));
-	PG_RETURN_INT64(rl_store_reset(MyDatabaseId, key, keylen,
-								   PG_ARGISNULL(1), algo));
+	rl_require_store();
+	rl_arg_not_null(fcinfo, 0, "key");
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2))
+	{
+		if (!PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("pass either \"algo\" or \"policy\", not both")));
+		policy_request(fcinfo, 0, 2, -1, -1, &req);
+		all_algos = false;
+	}
+	else
+	{
+		rl_request_init(&req);
+		rl_arg_key(PG_GETARG_TEXT_PP(0), &req.key, &req.keylen);
+		all_algos = PG_ARGISNULL(1);
+		if (!all_algos)
+			req.algo = rl_arg_algo(PG_GETARG_TEXT_PP(1));
+	}
+	dropped = rl_store_reset(MyDatabaseId, req.key, req.keylen,
+							 all_algos, req.algo);
+	/* the Redis backends keep their state in Redis too */
+	if (rl_backend != RL_BACKEND_LOCAL)
+		dropped += rl_redis_reset(MyDatabaseId, req.key, req.keylen,
+								  all_algos, req.algo);
+	PG_RETURN_INT64(dropped);
 }
 
 /*
@@ -289,7 +508,7 @@ rl_reset_all(PG_FUNCTION_ARGS)
 {
 	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
 
-	require_store();
+	rl_require_store();
 	PG_RETURN_INT64(rl_store_reset_all(all_databases ? InvalidOid :
 									   MyDatabaseId));
 }
@@ -305,7 +524,7 @@ rl_store_info(PG_FUNCTION_ARGS)
 	Datum		values[7];
 	bool		nulls[7] = {false, false, false, false, false, false, false};
 
-	require_store();
+	rl_require_store();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "rl_store_info must return a composite type");
 	tupdesc = BlessTupleDesc(tupdesc);
@@ -318,5 +537,37 @@ rl_store_info(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum(s.reclaimed);
 	values[5] = Int64GetDatum(s.refused);
 	values[6] = Int32GetDatum(s.partitions);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * rl_redis_info() returns one row: the Redis backend's circuit breaker and
+ * failure counters, for the whole server.
+ */
+Datum
+rl_redis_info(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	RlRedisStats s;
+	Datum		values[RL_REDIS_NCOUNTERS + 4];
+	bool		nulls[RL_REDIS_NCOUNTERS + 4];
+	int			i;
+
+	rl_require_store();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "rl_redis_info must return a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	rl_redis_stats(&s);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = BoolGetDatum(s.breaker_until != 0);
+	values[1] = TimestampTzGetDatum(s.breaker_until - RL_UNIX_OFFSET);
+	nulls[1] = s.breaker_until == 0;
+	for (i = 0; i < RL_REDIS_NCOUNTERS; i++)
+		values[2 + i] = Int64GetDatum(s.counters[i]);
+	values[2 + i] = CStringGetTextDatum(s.last_error);
+	nulls[2 + i] = s.last_error_at == 0;
+	values[3 + i] = TimestampTzGetDatum(s.last_error_at - RL_UNIX_OFFSET);
+	nulls[3 + i] = s.last_error_at == 0;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -17,6 +17,7 @@
 #include "storage/lwlock.h"
 
 #include "guc.h"
+#include "redis.h"
 #include "store.h"
 
 PG_MODULE_MAGIC;
@@ -32,6 +33,7 @@ rl_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	rl_store_request();
+	rl_redis_request();
 }
 
 static void
@@ -41,6 +43,7 @@ rl_shmem_startup(void)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	rl_store_startup();
+	rl_redis_startup();
 	LWLockRelease(AddinShmemInitLock);
 }
 

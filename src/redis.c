@@ -40,6 +40,7 @@
 
 #include "common/cryptohash.h"
 #include "common/sha1.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -885,15 +886,147 @@ error_is(const redisReply *r, const char *word)
 }
 
 /*
- * Run the request's script against Redis, following redirects, reloading
- * the script on NOSCRIPT and retrying once on a reused connection that
- * turns out to be dead.  False on failure, with call_error set.
+ * The name of the request's state hash, rl:{<namespace>:<algo>:<key>}
+ * (the namespace is the database OID unless ratelimit.redis_namespace is
+ * set); the sliding log's entries are that name plus ":log".
+ */
+static void
+key_name(StringInfo name, Oid dbid, RlAlgo algo, const char *key, int keylen)
+{
+	appendStringInfoString(name, "rl:{");
+	if (rl_redis_namespace[0] != '\0')
+		appendStringInfoString(name, rl_redis_namespace);
+	else
+		appendStringInfo(name, "%u", dbid);
+	appendStringInfo(name, ":%s:", algo_code[algo]);
+	appendBinaryStringInfo(name, key, keylen);
+	appendStringInfoChar(name, '}');
+}
+
+/*
+ * Run one command on the node that serves a key (the caller passes the
+ * key's slot), following MOVED
+ * and ASK, pausing on TRYAGAIN, and retrying once on a reused connection
+ * that turns out to be dead.  For a script (text not NULL), argv[0..1] are
+ * EVALSHA and the SHA1, replaced by EVAL and the text on NOSCRIPT.  Returns
+ * the reply in held[nheld - 1] (the caller calls held_free) and the node
+ * that sent it, or NULL with call_error set.
+ */
+static redisReply *
+key_command(int slot, int argc, const char **argv, size_t *argvlen,
+			const char *text, RlRedisNode **from)
+{
+	TimestampTz call_deadline = GetCurrentTimestamp() +
+	(int64) (rl_redis_connect_timeout + rl_redis_command_timeout) * 1000;
+	int			asking = -1;	/* node to send ASKING to, or -1 */
+	bool		retried = false;
+	int			attempt;
+
+	for (attempt = 0; attempt < RL_REDIS_MAX_ATTEMPTS; attempt++)
+	{
+		RlRedisNode *node;
+		TimestampTz deadline;
+		redisReply *r;
+		bool		fresh;
+		bool		io;
+		int			target;
+		int			s;
+
+		if (topology == RL_TOPO_UNKNOWN && !topology_discover(call_deadline))
+			return NULL;
+		if (asking >= 0)
+			node = &nodes[asking];
+		else if (topology == RL_TOPO_CLUSTER && slots[slot] >= 0)
+			node = &nodes[slots[slot]];
+		else
+			node = &nodes[current];
+
+		deadline = Min(GetCurrentTimestamp() +
+					   (int64) rl_redis_connect_timeout * 1000,
+					   call_deadline);
+		if (!node_connect(node, deadline, &fresh))
+		{
+			topology = RL_TOPO_UNKNOWN;
+			return NULL;
+		}
+		if ((asking >= 0 &&
+			 redisAppendCommand(node->ctx, "ASKING") != REDIS_OK) ||
+			redisAppendCommandArgv(node->ctx, argc, argv,
+								   argvlen) != REDIS_OK)
+		{
+			call_failed("could not format a command for Redis");
+			node_close(node);
+			return NULL;
+		}
+		deadline = Min(GetCurrentTimestamp() +
+					   (int64) rl_redis_command_timeout * 1000,
+					   call_deadline);
+		if (!node_exchange(node, asking >= 0 ? 2 : 1, deadline, &io))
+		{
+			if (io && !fresh && !retried)
+			{
+				/* a connection Redis closed while idle (restart) */
+				retried = true;
+				continue;
+			}
+			topology = RL_TOPO_UNKNOWN;
+			return NULL;
+		}
+		r = held[nheld - 1];
+		asking = -1;
+
+		if (text != NULL && error_is(r, "NOSCRIPT"))
+		{
+			count(RL_REDIS_SCRIPT_LOADS);
+			argv[0] = "EVAL";
+			argv[1] = text;
+			argvlen[0] = 4;
+			argvlen[1] = strlen(text);
+		}
+		else if (error_is(r, "MOVED") || error_is(r, "ASK"))
+		{
+			target = redirect_target(r->str, &s);
+			if (target < 0)
+			{
+				reply_failed(node, "a redirect", r);
+				held_free();
+				return NULL;
+			}
+			count(RL_REDIS_REDIRECTS);
+			if (error_is(r, "ASK"))
+				asking = target;
+			else if (topology == RL_TOPO_CLUSTER)
+				slots[s] = (int16) target;
+			else
+				topology = RL_TOPO_UNKNOWN;
+		}
+		else if (error_is(r, "TRYAGAIN"))
+		{
+			/* a multi-key script during a slot migration: pause, retry */
+			held_free();
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 RL_REDIS_TRYAGAIN_MS, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		else
+		{
+			*from = node;
+			return r;
+		}
+		held_free();
+	}
+	call_failed("too many redirections or retries from Redis");
+	return NULL;
+}
+
+/*
+ * Run the request's script.  False on failure, with call_error set.
  */
 static bool
 redis_call(const RlRequest *req, RlDecision *d)
 {
-	TimestampTz call_deadline = GetCurrentTimestamp() +
-	(int64) (rl_redis_connect_timeout + rl_redis_command_timeout) * 1000;
 	StringInfoData hkey;
 	StringInfoData lkey;
 	char		at[24];
@@ -904,23 +1037,14 @@ redis_call(const RlRequest *req, RlDecision *d)
 	const char *argv[12];
 	size_t		argvlen[12];
 	int			argc = 0;
-	int			slot;
-	int			asking = -1;	/* node to send ASKING to, or -1 */
-	bool		use_eval = false;
-	bool		retried = false;
-	int			attempt;
 	int			i;
+	bool		log = req->algo == RL_SLIDING_WINDOW_LOG;
+	redisReply *r;
+	RlRedisNode *node;
+	bool		ok;
 
-	/* the keys: rl:{<namespace>:<algo>:<key>} and, for the log, ...:log */
 	initStringInfo(&hkey);
-	appendStringInfo(&hkey, "rl:{");
-	if (rl_redis_namespace[0] != '\0')
-		appendStringInfoString(&hkey, rl_redis_namespace);
-	else
-		appendStringInfo(&hkey, "%u", req->dbid);
-	appendStringInfo(&hkey, ":%s:", algo_code[req->algo]);
-	appendBinaryStringInfo(&hkey, req->key, req->keylen);
-	appendStringInfoChar(&hkey, '}');
+	key_name(&hkey, req->dbid, req->algo, req->key, req->keylen);
 	initStringInfo(&lkey);
 	appendBinaryStringInfo(&lkey, hkey.data, hkey.len);
 	appendStringInfoString(&lkey, ":log");
@@ -936,19 +1060,12 @@ redis_call(const RlRequest *req, RlDecision *d)
 	snprintf(cost, sizeof(cost), INT64_FORMAT, req->params.cost);
 	snprintf(burst, sizeof(burst), INT64_FORMAT, req->params.burst);
 
-	argv[argc++] = NULL;		/* EVALSHA or EVAL */
-	argv[argc++] = NULL;		/* the SHA1 or the script */
-	if (req->algo == RL_SLIDING_WINDOW_LOG)
-	{
-		argv[argc++] = "2";
-		argv[argc++] = hkey.data;
+	argv[argc++] = "EVALSHA";
+	argv[argc++] = script_sha[req->algo];
+	argv[argc++] = log ? "2" : "1";
+	argv[argc++] = hkey.data;
+	if (log)
 		argv[argc++] = lkey.data;
-	}
-	else
-	{
-		argv[argc++] = "1";
-		argv[argc++] = hkey.data;
-	}
 	argv[argc++] = at;
 	argv[argc++] = limit;
 	argv[argc++] = per;
@@ -956,124 +1073,82 @@ redis_call(const RlRequest *req, RlDecision *d)
 	argv[argc++] = burst;
 	argv[argc++] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
 		RL_REDIS_SLACK_CLOCK;
-	argvlen[2] = 1;
-	argvlen[3] = hkey.len;
-	if (req->algo == RL_SLIDING_WINDOW_LOG)
-		argvlen[4] = lkey.len;
-	for (i = argc - 6; i < argc; i++)
+	for (i = 0; i < argc; i++)
 		argvlen[i] = strlen(argv[i]);
+	argvlen[3] = hkey.len;
+	if (log)
+		argvlen[4] = lkey.len;
 
-	slot = rl_redis_slot(hkey.data, hkey.len);
+	r = key_command(rl_redis_slot(hkey.data, hkey.len), argc, argv, argvlen,
+					script_text[req->algo], &node);
+	if (r == NULL)
+		return false;
+	ok = reply_decision(r, d);
+	if (!ok)
+		reply_failed(node, "the decision script", r);
+	held_free();
+	return ok;
+}
 
-	for (attempt = 0; attempt < RL_REDIS_MAX_ATTEMPTS; attempt++)
+/*
+ * Drop the key's state in Redis, for one algorithm or all of them (rl_reset
+ * with a Redis backend).  Returns the number of states dropped.  Resetting
+ * is an administrator's act: if Redis cannot be reached it is an ERROR, not
+ * a matter for fail_mode.
+ */
+int64
+rl_redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
+			   RlAlgo algo)
+{
+	int64		dropped = 0;
+	int			a;
+
+	if (config_stale)
+		config_load();
+	for (a = 0; a < RL_NUM_ALGOS; a++)
 	{
-		RlRedisNode *node;
-		TimestampTz deadline;
+		StringInfoData hkey;
+		StringInfoData lkey;
+		const char *argv[3];
+		size_t		argvlen[3];
 		redisReply *r;
-		bool		fresh;
-		bool		io;
-		int			target;
+		RlRedisNode *node;
 
-		if (topology == RL_TOPO_UNKNOWN && !topology_discover(call_deadline))
-			return false;
-		if (asking >= 0)
-			node = &nodes[asking];
-		else if (topology == RL_TOPO_CLUSTER && slots[slot] >= 0)
-			node = &nodes[slots[slot]];
-		else
-			node = &nodes[current];
+		if (!all_algos && a != (int) algo)
+			continue;
+		initStringInfo(&hkey);
+		key_name(&hkey, dbid, (RlAlgo) a, key, keylen);
+		initStringInfo(&lkey);
+		appendBinaryStringInfo(&lkey, hkey.data, hkey.len);
+		appendStringInfoString(&lkey, ":log");
+		argv[0] = "DEL";
+		argv[1] = hkey.data;
+		argv[2] = lkey.data;
+		argvlen[0] = 3;
+		argvlen[1] = hkey.len;
+		argvlen[2] = lkey.len;
 
-		deadline = Min(GetCurrentTimestamp() +
-					   (int64) rl_redis_connect_timeout * 1000,
-					   call_deadline);
-		if (!node_connect(node, deadline, &fresh))
+		r = key_command(rl_redis_slot(hkey.data, hkey.len),
+						a == RL_SLIDING_WINDOW_LOG ? 3 : 2, argv, argvlen,
+						NULL, &node);
+		if (r != NULL && r->type != REDIS_REPLY_INTEGER)
 		{
-			topology = RL_TOPO_UNKNOWN;
-			return false;
-		}
-
-		argv[0] = use_eval ? "EVAL" : "EVALSHA";
-		argv[1] = use_eval ? script_text[req->algo] : script_sha[req->algo];
-		argvlen[0] = strlen(argv[0]);
-		argvlen[1] = strlen(argv[1]);
-		if ((asking >= 0 &&
-			 redisAppendCommand(node->ctx, "ASKING") != REDIS_OK) ||
-			redisAppendCommandArgv(node->ctx, argc, argv,
-								   argvlen) != REDIS_OK)
-		{
-			call_failed("could not format a command for Redis");
-			node_close(node);
-			return false;
-		}
-		deadline = Min(GetCurrentTimestamp() +
-					   (int64) rl_redis_command_timeout * 1000,
-					   call_deadline);
-		if (!node_exchange(node, asking >= 0 ? 2 : 1, deadline, &io))
-		{
-			if (io && !fresh && !retried)
-			{
-				/* a connection Redis closed while idle (restart) */
-				retried = true;
-				continue;
-			}
-			topology = RL_TOPO_UNKNOWN;
-			return false;
-		}
-		r = held[nheld - 1];
-		asking = -1;
-
-		if (reply_decision(r, d))
-		{
+			reply_failed(node, "DEL", r);
 			held_free();
-			return true;
+			r = NULL;
 		}
-		if (error_is(r, "NOSCRIPT"))
-		{
-			count(RL_REDIS_SCRIPT_LOADS);
-			use_eval = true;
-		}
-		else if (error_is(r, "MOVED") || error_is(r, "ASK"))
-		{
-			int			s;
-
-			target = redirect_target(r->str, &s);
-			if (target < 0)
-			{
-				reply_failed(node, "a redirect", r);
-				held_free();
-				return false;
-			}
-			count(RL_REDIS_REDIRECTS);
-			if (error_is(r, "MOVED"))
-			{
-				if (topology == RL_TOPO_CLUSTER)
-					slots[s] = (int16) target;
-				else
-					topology = RL_TOPO_UNKNOWN;
-			}
-			else
-				asking = target;
-		}
-		else if (error_is(r, "TRYAGAIN"))
-		{
-			/* a multi-key script during a slot migration: pause, retry */
-			held_free();
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 RL_REDIS_TRYAGAIN_MS, PG_WAIT_EXTENSION);
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
-		}
-		else
-		{
-			reply_failed(node, "the decision script", r);
-			held_free();
-			return false;
-		}
+		if (r == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not reset the key in Redis: %s",
+							call_error)));
+		if (r->integer > 0)
+			dropped++;
 		held_free();
+		pfree(hkey.data);
+		pfree(lkey.data);
 	}
-	call_failed("too many redirections or retries from Redis");
-	return false;
+	return dropped;
 }
 
 /*

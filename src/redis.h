@@ -54,6 +54,8 @@ extern void rl_redis_config_changed(void);
 extern bool rl_redis_parse_nodes(const char *spec, int *nnodes,
 								 char ***hosts, int **ports);
 extern RlStatus rl_redis_decide(const RlRequest *req, RlDecision *d);
+extern int64 rl_redis_reset(Oid dbid, const char *key, int keylen,
+							bool all_algos, RlAlgo algo);
 extern void rl_redis_stats(RlRedisStats *stats);
 extern uint16 rl_redis_slot(const char *key, size_t len);
 

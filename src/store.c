@@ -521,24 +521,41 @@ fresh_decide(const RlRequest *req, int64 t, RlDecision *d)
 	(void) entry_decide(&e, true, t, &req->params, d);
 }
 
-/*
- * Decide one request against the shared-memory state.  "now" is the real
- * clock, read by the caller before any lock: it is the call's time unless
- * "at" was given, and the time reclaim compares idle_at with.  The key's
- * time never runs backwards.
- */
-RlStatus
-rl_store_decide(const RlRequest *req, int64 now, RlDecision *d)
+/* Where a request's key lives. */
+typedef struct RlSlot
 {
-	uint64		hash = key_hash(req->dbid, req->algo, req->key, req->keylen);
-	int			partno = (int) (hash & (uint64) (rl_store->nparts - 1));
-	LWLock	   *lock = &rl_locks[partno].lock;
+	uint64		hash;
+	int			partno;
+} RlSlot;
+
+static RlSlot
+slot_of(const RlRequest *req)
+{
+	RlSlot		slot;
+
+	slot.hash = key_hash(req->dbid, req->algo, req->key, req->keylen);
+	slot.partno = (int) (slot.hash & (uint64) (rl_store->nparts - 1));
+	return slot;
+}
+
+static inline LWLock *
+slot_lock(RlSlot slot)
+{
+	return &rl_locks[slot.partno].lock;
+}
+
+/*
+ * Decide one request; the slot's partition lock is held exclusively.
+ */
+static RlStatus
+decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlDecision *d)
+{
 	int64		t = req->at == RL_NO_TIME ? now : req->at;
 	RlStatus	status = RL_OK;
 	RlEntry    *e;
 
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	e = entry_find(partno, hash, req->dbid, req->algo, req->key, req->keylen);
+	e = entry_find(slot.partno, slot.hash, req->dbid, req->algo, req->key,
+				   req->keylen);
 	if (e != NULL)
 	{
 		if (t < e->last)
@@ -549,23 +566,167 @@ rl_store_decide(const RlRequest *req, int64 now, RlDecision *d)
 	}
 	else if (req->params.cost == 0)
 		fresh_decide(req, t, d);
-	else if ((e = entry_create(partno, hash, req, now)) == NULL)
+	else if ((e = entry_create(slot.partno, slot.hash, req, now)) == NULL)
 		status = RL_NO_ROOM;
 	else
 	{
 		e->last = t;
 		if (!entry_decide(e, true, t, &req->params, d))
 		{
-			entry_remove(partno, e);
+			entry_remove(slot.partno, e);
 			status = RL_NO_ROOM;
 		}
 	}
 	if (status == RL_OK && e != NULL)
 		e->idle_at = d->reset_at;
 	if (status == RL_NO_ROOM)
-		rl_store->parts[partno].d.refused++;
-	LWLockRelease(lock);
+		rl_store->parts[slot.partno].d.refused++;
+	d->time = t;
+	d->stored = status == RL_OK && e != NULL;
 	return status;
+}
+
+/*
+ * Give back cost units the request consumed at time t; the slot's
+ * partition lock is held exclusively.  A key that is gone (reset, or
+ * reclaimed once idle) has nothing to give back.
+ */
+static void
+refund_locked(const RlRequest *req, RlSlot slot, int64 t, int64 cost)
+{
+	const RlParams *p = &req->params;
+	RlEntry    *e;
+
+	e = entry_find(slot.partno, slot.hash, req->dbid, req->algo, req->key,
+				   req->keylen);
+	if (e == NULL)
+		return;
+	switch ((RlAlgo) e->algo)
+	{
+		case RL_FIXED_WINDOW:
+			rl_fixed_window_refund(&e->st.window, t, p, cost);
+			break;
+		case RL_SLIDING_WINDOW_COUNTER:
+			rl_sliding_window_counter_refund(&e->st.window, t, p, cost);
+			break;
+		case RL_TOKEN_BUCKET:
+			rl_token_bucket_refund(&e->st.bucket, p, cost);
+			break;
+		case RL_LEAKY_BUCKET:
+			rl_leaky_bucket_refund(&e->st.bucket, p, cost);
+			break;
+		case RL_SLIDING_WINDOW_LOG:
+			{
+				RlLogMemory m;
+
+				m.blocks = rl_blocks;
+				m.next = rl_block_next;
+				rl_log_refund(&e->st.log, &m, t, cost);
+				pool_push(m.freed_first, m.freed_last, m.nfreed);
+				break;
+			}
+		default:
+			Assert(false);
+	}
+}
+
+/*
+ * Decide one request against the shared-memory state.  "now" is the real
+ * clock, read by the caller before any lock: it is the call's time unless
+ * "at" was given, and the time reclaim compares idle_at with.  The key's
+ * time never runs backwards; d->time reports the time used.
+ */
+RlStatus
+rl_store_decide(const RlRequest *req, int64 now, RlDecision *d)
+{
+	RlSlot		slot = slot_of(req);
+	RlStatus	status;
+
+	LWLockAcquire(slot_lock(slot), LW_EXCLUSIVE);
+	status = decide_locked(req, slot, now, d);
+	LWLockRelease(slot_lock(slot));
+	return status;
+}
+
+/*
+ * Give back what a decision at time t consumed (see refund_locked).
+ */
+void
+rl_store_refund(const RlRequest *req, int64 t, int64 cost)
+{
+	RlSlot		slot = slot_of(req);
+
+	LWLockAcquire(slot_lock(slot), LW_EXCLUSIVE);
+	refund_locked(req, slot, t, cost);
+	LWLockRelease(slot_lock(slot));
+}
+
+static int
+partno_cmp(const void *a, const void *b)
+{
+	return *(const int *) a - *(const int *) b;
+}
+
+/*
+ * Decide n requests all or nothing: every one consumes, or none does.
+ * The partitions involved are locked together, in ascending order (so two
+ * such calls cannot deadlock), for the whole operation.  A request admits
+ * if it is allowed or a shadow, or if it cannot be tracked and fail_open[i]
+ * (its decision is then left for the caller: status RL_NO_ROOM).  If any
+ * does not admit, what the others consumed is given back and their
+ * decisions are made again with cost 0, so each reports whether it would
+ * have admitted and its state afterwards.
+ * Returns whether all were admitted.  n is at most RL_MAX_MULTI.
+ */
+bool
+rl_store_decide_all(const RlRequest *reqs, int n, int64 now,
+					const bool *fail_open, RlDecision *ds, RlStatus *statuses)
+{
+	RlSlot		slots[RL_MAX_MULTI];
+	int			partnos[RL_MAX_MULTI];
+	int			nparts = 0;
+	bool		all = true;
+	int			i;
+
+	Assert(n > 0 && n <= RL_MAX_MULTI);
+	for (i = 0; i < n; i++)
+	{
+		slots[i] = slot_of(&reqs[i]);
+		partnos[i] = slots[i].partno;
+	}
+	qsort(partnos, n, sizeof(int), partno_cmp);
+	for (i = 0; i < n; i++)
+		if (nparts == 0 || partnos[nparts - 1] != partnos[i])
+			partnos[nparts++] = partnos[i];
+
+	for (i = 0; i < nparts; i++)
+		LWLockAcquire(&rl_locks[partnos[i]].lock, LW_EXCLUSIVE);
+
+	for (i = 0; i < n; i++)
+	{
+		statuses[i] = decide_locked(&reqs[i], slots[i], now, &ds[i]);
+		if (statuses[i] == RL_OK ? !ds[i].allowed && !reqs[i].shadow :
+			!fail_open[i])
+			all = false;
+	}
+	if (!all)
+	{
+		for (i = 0; i < n; i++)
+		{
+			RlRequest	look = reqs[i];
+
+			if (statuses[i] != RL_OK || !ds[i].allowed)
+				continue;
+			refund_locked(&reqs[i], slots[i], ds[i].time, reqs[i].params.cost);
+			look.params.cost = 0;
+			look.at = ds[i].time;
+			(void) decide_locked(&look, slots[i], now, &ds[i]);
+		}
+	}
+
+	for (i = nparts - 1; i >= 0; i--)
+		LWLockRelease(&rl_locks[partnos[i]].lock);
+	return all;
 }
 
 /*

@@ -13,6 +13,9 @@
 /* keys longer than this are refused (SQLSTATE 22001) */
 #define RL_MAX_KEY_LEN	4096
 
+/* most keys one all-or-nothing call may cover (each may lock a partition) */
+#define RL_MAX_MULTI	32
+
 /* Store-wide figures, summed over partitions. */
 typedef struct RlStoreStats
 {
@@ -28,6 +31,10 @@ typedef struct RlStoreStats
 extern void rl_store_request(void);
 extern void rl_store_startup(void);
 extern bool rl_store_ready(void);
+extern void rl_store_refund(const RlRequest *req, int64 t, int64 cost);
+extern bool rl_store_decide_all(const RlRequest *reqs, int n, int64 now,
+								const bool *fail_open, RlDecision *ds,
+								RlStatus *statuses);
 extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
 extern int64 rl_store_reset_all(Oid dbid);

@@ -1,0 +1,29 @@
+/*-------------------------------------------------------------------------
+ *
+ * args.h
+ *		Checks of the values a request is made of, shared by the SQL
+ *		functions, policies and quota triggers.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_ARGS_H
+#define RL_ARGS_H
+
+#include "fmgr.h"
+#include "datatype/timestamp.h"
+
+#include "algo.h"
+
+extern void rl_require_store(void);
+extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
+							const char *name);
+extern RlAlgo rl_arg_algo(text *name);
+extern void rl_arg_key(text *key, const char **bytes, int *len);
+extern int64 rl_arg_per(const Interval *per);
+extern int64 rl_arg_at(TimestampTz at);
+extern void rl_arg_positive(int64 value, const char *name);
+extern void rl_arg_cost(int64 cost);
+extern void rl_cost_check(RlAlgo algo, const RlParams *p);
+extern void rl_params_check(RlAlgo algo, RlParams *p, bool burst_given);
+
+#endif							/* RL_ARGS_H */

@@ -1,0 +1,321 @@
+/*-------------------------------------------------------------------------
+ *
+ * policy.c
+ *		Named policies: rows of the rl_policy table, cached per backend.
+ *
+ * A call naming a policy must cost no table lookup: each backend keeps the
+ * policies of its database in a hash table and reads the table again only
+ * after it changed.  The table's statement trigger (rl_policy_changed)
+ * queues a relcache invalidation for it; PostgreSQL delivers that at
+ * commit to every backend (and to hot standbys, through WAL), where
+ * policy_inval marks the cache stale.  A rolled-back change sends nothing.
+ * The row trigger rl_policy_validate checks every row with the same checks
+ * as a call's arguments (args.c), so a bad policy is refused when written,
+ * not when used.
+ *
+ * No shared state: the cache is backend-local, in CacheMemoryContext.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "args.h"
+#include "guc.h"
+#include "policy.h"
+
+static HTAB *policy_cache = NULL;
+static bool policy_cache_valid = false;
+static Oid	policy_relid = InvalidOid;
+
+PG_FUNCTION_INFO_V1(rl_policy_validate);
+PG_FUNCTION_INFO_V1(rl_policy_changed);
+
+/* relcache callback: the policy table (or everything) changed */
+static void
+policy_inval(Datum arg, Oid relid)
+{
+	if (relid == InvalidOid || relid == policy_relid)
+		policy_cache_valid = false;
+}
+
+/* The backend / fail_mode named in a policy row; RL_SETTING if NULL. */
+static int
+policy_backend(const char *name)
+{
+	if (name == NULL)
+		return RL_SETTING;
+	if (strcmp(name, "local") == 0)
+		return RL_BACKEND_LOCAL;
+	if (strcmp(name, "redis") == 0)
+		return RL_BACKEND_REDIS;
+	if (strcmp(name, "hybrid") == 0)
+		return RL_BACKEND_HYBRID;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown backend \"%s\"", name),
+			 errhint("Valid backends are local, redis and hybrid, or NULL for ratelimit.backend.")));
+	return RL_SETTING;			/* keep compiler quiet */
+}
+
+static int
+policy_fail_mode(const char *name)
+{
+	if (name == NULL)
+		return RL_SETTING;
+	if (strcmp(name, "open") == 0)
+		return RL_FAIL_OPEN;
+	if (strcmp(name, "closed") == 0)
+		return RL_FAIL_CLOSED;
+	if (strcmp(name, "local") == 0)
+		return RL_FAIL_LOCAL;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown fail_mode \"%s\"", name),
+			 errhint("Valid fail modes are open, closed and local, or NULL for ratelimit.fail_mode.")));
+	return RL_SETTING;			/* keep compiler quiet */
+}
+
+/*
+ * Check one policy row (as Datums, in the table's column order) and fill
+ * in the policy.  Raises the same errors as a call's arguments would.
+ */
+static void
+policy_from_row(Datum *values, bool *nulls, RlPolicy *pol)
+{
+	text	   *name;
+	int			len;
+
+	if (nulls[0])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"name\" must not be null")));
+	name = DatumGetTextPP(values[0]);
+	len = VARSIZE_ANY_EXHDR(name);
+	if (len < 1 || len >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("policy name must be 1 to %d bytes long",
+						NAMEDATALEN - 1)));
+	memset(pol->name, 0, NAMEDATALEN);
+	memcpy(pol->name, VARDATA_ANY(name), len);
+
+	if (nulls[1] || nulls[2] || nulls[3] || nulls[5] || nulls[8])
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("policy \"%s\": algo, limit, per, cost and shadow must not be null",
+						pol->name)));
+	pol->algo = rl_arg_algo(DatumGetTextPP(values[1]));
+	pol->params.limit = DatumGetInt64(values[2]);
+	rl_arg_positive(pol->params.limit, "limit");
+	pol->params.per = rl_arg_per(DatumGetIntervalP(values[3]));
+	pol->params.cost = DatumGetInt64(values[5]);
+	rl_arg_cost(pol->params.cost);
+	if (!nulls[4])
+		pol->params.burst = DatumGetInt64(values[4]);
+	rl_params_check(pol->algo, &pol->params, !nulls[4]);
+	pol->backend = policy_backend(nulls[6] ? NULL :
+								  TextDatumGetCString(values[6]));
+	pol->fail_mode = policy_fail_mode(nulls[7] ? NULL :
+									  TextDatumGetCString(values[7]));
+	pol->shadow = DatumGetBool(values[8]);
+}
+
+/* The schema the extension is installed in, or InvalidOid. */
+static Oid
+extension_schema(void)
+{
+	Relation	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	Oid			nsp = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("ratelimit"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+		nsp = ((Form_pg_extension) GETSTRUCT(tuple))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return nsp;
+}
+
+/*
+ * Read every policy of this database into the cache.  The cache is marked
+ * valid first: an invalidation arriving while the table is read marks it
+ * stale again, and the next call reads it once more.
+ */
+static void
+policy_reload(void)
+{
+	Oid			nsp = extension_schema();
+	HASHCTL		ctl;
+	StringInfoData query;
+	uint64		i;
+
+	policy_relid = OidIsValid(nsp) ? get_relname_relid("rl_policy", nsp) :
+		InvalidOid;
+	if (!OidIsValid(policy_relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"rl_policy\" of extension \"ratelimit\" does not exist in this database"),
+				 errhint("Run CREATE EXTENSION ratelimit, or ALTER EXTENSION ratelimit UPDATE.")));
+
+	if (policy_cache == NULL)
+		CacheRegisterRelcacheCallback(policy_inval, (Datum) 0);
+	else
+		hash_destroy(policy_cache);
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(RlPolicy);
+	ctl.hcxt = CacheMemoryContext;
+	policy_cache = hash_create("ratelimit policies", 64, &ctl,
+							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	policy_cache_valid = true;
+
+	initStringInfo(&query);
+	appendStringInfo(&query,
+					 "SELECT name, algo, \"limit\", per, burst, cost, backend, fail_mode, shadow FROM %s.rl_policy",
+					 quote_identifier(get_namespace_name(nsp)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(query.data, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read table \"rl_policy\"");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[RL_POLICY_NCOLS];
+		bool		nulls[RL_POLICY_NCOLS];
+		RlPolicy	pol;
+		RlPolicy   *entry;
+		int			col;
+
+		for (col = 0; col < RL_POLICY_NCOLS; col++)
+			values[col] = SPI_getbinval(SPI_tuptable->vals[i],
+										SPI_tuptable->tupdesc, col + 1,
+										&nulls[col]);
+		policy_from_row(values, nulls, &pol);
+		entry = hash_search(policy_cache, pol.name, HASH_ENTER, NULL);
+		*entry = pol;
+	}
+	SPI_finish();
+	pfree(query.data);
+}
+
+/*
+ * The policy of that name; an unknown name is an error (42704).  Reads the
+ * table only if it changed since the last call.
+ */
+const RlPolicy *
+rl_policy_get(text *name)
+{
+	char		key[NAMEDATALEN];
+	int			len = VARSIZE_ANY_EXHDR(name);
+	RlPolicy   *pol = NULL;
+
+	if (!policy_cache_valid)
+		policy_reload();
+	if (len < NAMEDATALEN)
+	{
+		memset(key, 0, NAMEDATALEN);
+		memcpy(key, VARDATA_ANY(name), len);
+		pol = hash_search(policy_cache, key, HASH_FIND, NULL);
+	}
+	if (pol == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("rate-limit policy \"%s\" does not exist",
+						text_to_cstring(name)),
+				 errhint("Policies are the rows of table rl_policy.")));
+	return pol;
+}
+
+/*
+ * Build the request for a key under a policy.  The stored key is the
+ * policy's name, a NUL byte and the key: text never contains NUL, so
+ * policies never share state with each other or with direct calls.  The
+ * key is copied into the current memory context.
+ */
+void
+rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
+{
+	const char *bytes;
+	int			len;
+	int			namelen = strlen(pol->name);
+	char	   *stored;
+
+	rl_arg_key(key, &bytes, &len);
+	stored = palloc(namelen + 1 + len);
+	memcpy(stored, pol->name, namelen + 1);
+	memcpy(stored + namelen + 1, bytes, len);
+
+	rl_request_init(req);
+	req->algo = pol->algo;
+	req->dbid = MyDatabaseId;
+	req->key = stored;
+	req->keylen = namelen + 1 + len;
+	req->params = pol->params;
+	req->backend = pol->backend;
+	req->fail_mode = pol->fail_mode;
+	req->shadow = pol->shadow;
+}
+
+/*
+ * BEFORE INSERT OR UPDATE row trigger on rl_policy: refuse a row a call
+ * could not use.
+ */
+Datum
+rl_policy_validate(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TupleDesc	tupdesc;
+	HeapTuple	tuple;
+	Datum	   *values;
+	bool	   *nulls;
+	RlPolicy	pol;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		elog(ERROR, "rl_policy_validate must be called as a row trigger");
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	if (tupdesc->natts < RL_POLICY_NCOLS)
+		elog(ERROR, "table \"rl_policy\" lacks columns");
+	values = palloc(tupdesc->natts * sizeof(Datum));
+	nulls = palloc(tupdesc->natts * sizeof(bool));
+	heap_deform_tuple(tuple, tupdesc, values, nulls);
+	policy_from_row(values, nulls, &pol);
+	return PointerGetDatum(tuple);
+}
+
+/*
+ * AFTER statement trigger on rl_policy: every backend rereads the policies
+ * once this transaction commits.
+ */
+Datum
+rl_policy_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		elog(ERROR, "rl_policy_changed must be called as a trigger");
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	return PointerGetDatum(NULL);
+}

@@ -1,0 +1,30 @@
+/*-------------------------------------------------------------------------
+ *
+ * policy.h
+ *		Named policies, cached per backend.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_POLICY_H
+#define RL_POLICY_H
+
+#include "backend.h"
+
+/* columns of rl_policy read by the cache, in table order */
+#define RL_POLICY_NCOLS 9
+
+typedef struct RlPolicy
+{
+	char		name[NAMEDATALEN];	/* hash key */
+	RlAlgo		algo;
+	RlParams	params;			/* params.cost: the policy's default cost */
+	int			backend;		/* RlBackend, or RL_SETTING */
+	int			fail_mode;		/* RlFailMode, or RL_SETTING */
+	bool		shadow;
+} RlPolicy;
+
+extern const RlPolicy *rl_policy_get(text *name);
+extern void rl_policy_request(const RlPolicy *pol, text *key,
+							  RlRequest *req);
+
+#endif							/* RL_POLICY_H */

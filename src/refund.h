@@ -1,0 +1,15 @@
+/*-------------------------------------------------------------------------
+ *
+ * refund.h
+ *		Refunds of consumption made by aborted (sub)transactions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_REFUND_H
+#define RL_REFUND_H
+
+#include "backend.h"
+
+extern void rl_refund_track(const RlRequest *req, const RlDecision *d);
+
+#endif							/* RL_REFUND_H */
