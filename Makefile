@@ -28,11 +28,12 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 # test/, expected outputs in expected/ (pg_regress looks in the output
 # directory first).
 REGRESS = setup identity fixed_window sliding_window_log \
-	sliding_window_counter token_bucket leaky_bucket arguments privileges reset
+	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
+	policy trigger refund multi wait headers
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
-ISOLATION = concurrent_key
+ISOLATION = concurrent_key policy_reload
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

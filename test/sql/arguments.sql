@@ -2,7 +2,7 @@
 \set VERBOSITY sqlstate
 SELECT rl_allow(NULL, 'fixed_window', 1);
 SELECT rl_allow('k', NULL, 1);
-SELECT rl_allow('k', 'fixed_window', NULL);
+SELECT rl_allow('k', 'fixed_window', NULL::bigint);
 SELECT rl_allow('k', 'fixed_window', 1, NULL);
 SELECT rl_allow('k', 'fixed_window', 1, cost => NULL);
 \set VERBOSITY default

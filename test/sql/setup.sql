@@ -17,4 +17,16 @@ AS $$
 		   r.delay
 	FROM rl_check(key, algo, lim, per, cost, burst, t(us)) r
 $$;
+-- the same for a call under a policy
+CREATE FUNCTION c2(key text, policy text, us bigint, cost bigint DEFAULT NULL)
+RETURNS TABLE (allowed boolean, "limit" bigint, remaining bigint,
+			   retry_after double precision, reset_us bigint,
+			   delay double precision)
+LANGUAGE sql
+AS $$
+	SELECT r.allowed, r."limit", r.remaining, r.retry_after,
+		   ((extract(epoch FROM r.reset_at - t(0)) * 1000000))::bigint,
+		   r.delay
+	FROM rl_check(key, policy, at => t(us), cost => cost) r
+$$;
 SELECT rl_reset_all(true) >= 0 AS cleared;

@@ -1,0 +1,99 @@
+-- rl_enforce: quotas enforced by a trigger where the data lives.
+-- (Real time: token buckets refilling a unit per hours, so the decisions
+-- here do not depend on when the test runs; errors are shown terse, since
+-- their hints hold the seconds to wait.)
+SET timezone = 'UTC';
+\set VERBOSITY terse
+INSERT INTO rl_policy (name, algo, "limit", per)
+VALUES ('orders_per_tenant', 'token_bucket', 3, '1 day'),
+	   ('bytes_per_tenant', 'token_bucket', 100, '1 day'),
+	   ('edits_per_user', 'sliding_window_log', 2, '1 day'),
+	   ('deletes_per_tenant', 'token_bucket', 1, '1 day');
+CREATE TABLE orders (id serial PRIMARY KEY, tenant int, author text, payload text);
+CREATE TRIGGER orders_quota BEFORE INSERT ON orders FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('orders_per_tenant', 'tenant');
+-- three orders per tenant per day, then SQLSTATE PT429
+INSERT INTO orders (tenant) VALUES (1), (1), (2), (1);
+INSERT INTO orders (tenant) VALUES (1);
+SELECT tenant, count(*) FROM orders GROUP BY tenant ORDER BY tenant;
+-- the error carries the key, the limit and the retry-after for the
+-- application's 429 (GET STACKED DIAGNOSTICS)
+DO $$
+DECLARE
+	state text; msg text; detail text; hint text; tab text;
+BEGIN
+	INSERT INTO orders (tenant) VALUES (1);
+EXCEPTION WHEN SQLSTATE 'PT429' THEN
+	GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+		detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT, tab = TABLE_NAME;
+	RAISE NOTICE 'state=% table=% message=%', state, tab, msg;
+	RAISE NOTICE 'detail=%', detail;
+	RAISE NOTICE 'retry-after present: %', hint ~ '^Retry after [0-9]+ seconds\.$';
+END $$;
+-- a rolled-back insert does not consume; nor does a rolled-back savepoint
+SELECT rl_reset_all() >= 0 AS cleared;
+BEGIN;
+INSERT INTO orders (tenant) VALUES (5), (5);
+ROLLBACK;
+BEGIN;
+INSERT INTO orders (tenant) VALUES (5);
+SAVEPOINT s1;
+INSERT INTO orders (tenant) VALUES (5);
+SAVEPOINT s2;
+INSERT INTO orders (tenant) VALUES (5);
+ROLLBACK TO SAVEPOINT s1;
+INSERT INTO orders (tenant) VALUES (5);
+RELEASE SAVEPOINT s1;
+COMMIT;
+SELECT count(*) AS tenant5_orders FROM orders WHERE tenant = 5;
+INSERT INTO orders (tenant) VALUES (5);
+INSERT INTO orders (tenant) VALUES (5);
+-- a savepoint released into a transaction that then aborts gives back too
+SELECT rl_reset_all() >= 0 AS cleared;
+BEGIN;
+SAVEPOINT a;
+INSERT INTO orders (tenant) VALUES (6), (6), (6);
+RELEASE SAVEPOINT a;
+ROLLBACK;
+INSERT INTO orders (tenant) VALUES (6), (6), (6);
+-- several key columns, a cost expression, an AFTER trigger
+CREATE TRIGGER orders_bytes AFTER INSERT OR UPDATE ON orders FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'tenant', 'cost=coalesce(octet_length(payload), 0)');
+SELECT rl_reset_all() >= 0 AS cleared;
+INSERT INTO orders (tenant, payload) VALUES (7, repeat('x', 60));
+INSERT INTO orders (tenant, payload) VALUES (7, repeat('x', 50));
+INSERT INTO orders (tenant, payload) VALUES (7, repeat('x', 40));
+UPDATE orders SET payload = 'y' WHERE tenant = 7;
+UPDATE orders SET payload = repeat('y', 39) WHERE tenant = 7;
+-- UPDATE and DELETE, keys of two columns
+CREATE TRIGGER orders_edits BEFORE UPDATE ON orders FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('edits_per_user', 'tenant', 'author');
+CREATE TRIGGER orders_deletes BEFORE DELETE ON orders FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('deletes_per_tenant', 'tenant');
+DROP TRIGGER orders_bytes ON orders;
+UPDATE orders SET author = 'ann' WHERE tenant = 2;
+UPDATE orders SET payload = 'a' WHERE tenant = 2 AND author = 'ann';
+UPDATE orders SET payload = 'b' WHERE tenant = 2 AND author = 'ann';
+DELETE FROM orders WHERE tenant = 6 AND id = (SELECT min(id) FROM orders WHERE tenant = 6);
+DELETE FROM orders WHERE tenant = 6;
+-- mistakes in the trigger's definition are clear errors
+CREATE TABLE t2 (a int, b text);
+CREATE TRIGGER bad1 BEFORE INSERT ON t2 FOR EACH ROW EXECUTE FUNCTION rl_enforce('orders_per_tenant', 'nope');
+INSERT INTO t2 VALUES (1, 'x');
+DROP TRIGGER bad1 ON t2;
+CREATE TRIGGER bad2 BEFORE INSERT ON t2 FOR EACH STATEMENT EXECUTE FUNCTION rl_enforce('orders_per_tenant', 'a');
+INSERT INTO t2 VALUES (1, 'x');
+DROP TRIGGER bad2 ON t2;
+CREATE TRIGGER bad3 BEFORE INSERT ON t2 FOR EACH ROW EXECUTE FUNCTION rl_enforce('no_such_policy', 'a');
+INSERT INTO t2 VALUES (1, 'x');
+DROP TRIGGER bad3 ON t2;
+CREATE TRIGGER bad4 BEFORE INSERT ON t2 FOR EACH ROW EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'a', 'cost=octet_length(b)');
+INSERT INTO t2 VALUES (1, NULL);
+INSERT INTO t2 VALUES (1, repeat('z', 101));
+INSERT INTO t2 VALUES (1, 'ok');
+DROP TRIGGER bad4 ON t2;
+CREATE TRIGGER bad5 BEFORE INSERT ON t2 FOR EACH ROW EXECUTE FUNCTION rl_enforce('orders_per_tenant');
+INSERT INTO t2 VALUES (1, 'x');
+DROP TRIGGER bad5 ON t2;
+SELECT rl_enforce();
+DROP TABLE t2;
