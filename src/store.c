@@ -32,8 +32,11 @@
  * Reclaim: an entry whose state is back to that of a new key (its idle_at
  * has passed) can be dropped without changing any decision.  When a
  * partition has no free entry, the inserting call advances the partition's
- * clock hand over a bounded number of entries and frees the idle ones: the
- * work is bounded per call and there is never a pass over the whole store.
+ * clock hand over a bounded number of entries and frees those idle since
+ * before both the real clock and the call's time, less a margin (a caller
+ * delayed between reading the clock and taking the lock, or replaying
+ * events with "at", must still find a key it could use): the work is
+ * bounded per call and there is never a pass over the whole store.
  * When nothing can be freed the call gets RL_NO_ROOM and the caller
  * applies ratelimit.fail_mode.
  *
@@ -59,6 +62,13 @@
 /* reclaim: entries looked at, and freed at most, by one inserting call */
 #define RL_RECLAIM_SCAN		256
 #define RL_RECLAIM_FREE		32
+
+/*
+ * An entry is reclaimed only once it has been idle this long (us) before
+ * the inserting call's time: a caller that read the clock earlier and
+ * reached the lock late must still find the key's state.
+ */
+#define RL_RECLAIM_MARGIN	(10 * USECS_PER_SEC)
 
 /* RlEntry.flags */
 #define RL_ENTRY_USED		0x01
@@ -398,11 +408,11 @@ entry_remove(int partno, RlEntry *e)
 }
 
 /*
- * Free idle entries ahead of the partition's clock hand, looking at a
- * bounded number of them.
+ * Free entries idle since before "before", ahead of the partition's clock
+ * hand, looking at a bounded number of them.
  */
 static void
-partition_reclaim(int partno, int64 now)
+partition_reclaim(int partno, int64 before)
 {
 	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32		base = (uint32) partno * rl_store->per_part;
@@ -416,7 +426,7 @@ partition_reclaim(int partno, int64 now)
 
 		if (++part->hand == rl_store->per_part)
 			part->hand = 0;
-		if ((e->flags & RL_ENTRY_USED) && e->idle_at <= now)
+		if ((e->flags & RL_ENTRY_USED) && e->idle_at <= before)
 		{
 			entry_remove(partno, e);
 			freed++;
@@ -426,11 +436,12 @@ partition_reclaim(int partno, int64 now)
 }
 
 /*
- * Take a free entry for a new key and link it in, reclaiming idle entries
- * if the partition is full.  NULL if there is no room.
+ * Take a free entry for a new key and link it in, reclaiming entries idle
+ * since before "before" if the partition is full.  NULL if there is no
+ * room.
  */
 static RlEntry *
-entry_create(int partno, uint64 hash, const RlRequest *req, int64 now)
+entry_create(int partno, uint64 hash, const RlRequest *req, int64 before)
 {
 	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32	   *bucket = bucket_of(partno, hash);
@@ -438,7 +449,7 @@ entry_create(int partno, uint64 hash, const RlRequest *req, int64 now)
 	RlEntry    *e;
 
 	if (part->free == RL_NIL)
-		partition_reclaim(partno, now);
+		partition_reclaim(partno, before);
 	if (part->free == RL_NIL)
 		return NULL;
 
@@ -566,7 +577,8 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlDecision *d)
 	}
 	else if (req->params.cost == 0)
 		fresh_decide(req, t, d);
-	else if ((e = entry_create(slot.partno, slot.hash, req, now)) == NULL)
+	else if ((e = entry_create(slot.partno, slot.hash, req,
+							   Min(now, t) - RL_RECLAIM_MARGIN)) == NULL)
 		status = RL_NO_ROOM;
 	else
 	{

@@ -1,0 +1,852 @@
+
+# Copyright: see the ratelimit project's LICENSE
+
+=pod
+
+=head1 NAME
+
+RlModel - reference model of the ratelimit decision semantics, and a
+conformance runner that replays random call sequences through C<rl_check>
+
+=head1 SYNOPSIS
+
+  use RlModel;
+
+  my $m   = RlModel->new;
+  my $row = $m->check('token_bucket', 'tenant:42', 10, 1_000_000, 1, undef,
+                      1_767_225_600_000_000);
+  # $row->{allowed}, {limit}, {remaining}, {retry_after}, {reset_at}, {delay}
+
+  # replay random sequences through a node and compare every output field
+  RlModel::run_conformance($node, seed => 42, tag => 'redis',
+                           setup => ["SET ratelimit.backend = 'redis'"]);
+
+  # or one sequence
+  my $calls = RlModel::gen_sequence(algo => 'leaky_bucket', seed => 7,
+                                    calls => 500, prefix => 'x', start => 0);
+  RlModel::run_sequence($node, 'leaky_bucket', $calls, name => 'leaky 7');
+
+=head1 DESCRIPTION
+
+The model is written from the project's semantics spec alone
+(F<../shared/spec/semantics.md>), independently of the C code, with exact
+rational arithmetic (Math::BigRat).  Times and windows are integers of
+microseconds; t may be any integer (windows are aligned on the Unix epoch
+with floor division, so times before 1970 work too).
+
+The reporting conventions shared with the C code:
+
+=over
+
+=item remaining: the floor of the exact value, never negative
+
+=item retry_after, delay: exact rationals in seconds (the server reports
+doubles); 0 when the spec says so (allowed, resp. denied or not a
+leaky_bucket)
+
+=item reset_at: the exact time rounded up to the next whole microsecond,
+as an integer of Unix microseconds
+
+=item a look-only call (cost 0) on a key that has no state decides as on a
+new key and leaves no state behind: in particular it leaves no time for a
+later call to be clamped to.  The key's state, and with it the latest time
+it has seen, begins with its first call that consumes.  (The spec's "latest
+time this key has seen" read literally would count the look too; a store
+that does not create an entry to look is simpler and admits the same calls.)
+
+=back
+
+=cut
+
+package RlModel;
+
+use strict;
+use warnings;
+
+use Carp;
+use Math::BigInt try => 'GMP';
+use Math::BigRat;
+use Test::More;
+
+our @ALGOS = qw(fixed_window sliding_window_log sliding_window_counter
+  token_bucket leaky_bucket);
+
+my %HAS_BURST = (token_bucket => 1, leaky_bucket => 1);
+
+my $US_PER_S = 1_000_000;
+
+# One algorithm per name: ($state, $p) -> { allowed, remaining (rational,
+# before floor/clamp), retry (us), reset (us), delay (us) }.  $p holds
+# L, W, c, B, t (clamped), elapsed (t minus the key's previous time, 0 for a
+# new key) and fresh.
+my %IMPL = (
+	fixed_window           => \&_fixed_window,
+	sliding_window_log     => \&_sliding_window_log,
+	sliding_window_counter => \&_sliding_window_counter,
+	token_bucket           => \&_token_bucket,
+	leaky_bucket           => \&_leaky_bucket,);
+
+sub _rat
+{
+	return Math::BigRat->new(@_ == 1 ? "$_[0]" : "$_[0]/$_[1]");
+}
+
+# floor(a / b) for native integers, b > 0
+sub _floordiv
+{
+	my ($n, $d) = @_;
+	use integer;
+	my $q = $n / $d;
+	$q-- if $n % $d != 0 && $n < 0;
+	return $q;
+}
+
+# an integral number as a native integer (exact below 2**53), so that it
+# stringifies as digits
+sub _iv
+{
+	my $s = sprintf('%.0f', $_[0]);
+	return 0 + $s;
+}
+
+sub _min { return $_[0] < $_[1] ? $_[0] : $_[1]; }
+sub _max { return $_[0] > $_[1] ? $_[0] : $_[1]; }
+
+=pod
+
+=head2 RlModel->new
+
+A model with no keys.
+
+=cut
+
+sub new
+{
+	my ($class) = @_;
+	return bless { state => {} }, $class;
+}
+
+=pod
+
+=head2 $m->check($algo, $key, $L, $W_us, $c, $B_or_undef, $t_us)
+
+Decide one call like C<rl_check> and return a hashref: allowed (0/1), limit,
+remaining (integer), retry_after and delay (seconds: 0 or an exact
+Math::BigRat), reset_at (integer Unix microseconds), and t (the clamped time
+the decision used).
+Croaks on arguments the server must reject.
+
+=cut
+
+sub check
+{
+	my ($self, $algo, $key, $L, $W, $c, $B, $t) = @_;
+
+	croak "unknown algorithm \"$algo\"" unless exists $IMPL{$algo};
+	for my $n ($L, $W, $c, $B, $t)
+	{
+		croak "not an integer: $n" if defined $n && "$n" !~ /^-?\d+$/;
+	}
+	croak "limit must be > 0" unless $L > 0;
+	croak "per must be > 0"   unless $W > 0;
+	croak "cost must be >= 0" unless $c >= 0;
+	croak "burst on \"$algo\"" if defined $B && !$HAS_BURST{$algo};
+	croak "burst must be > 0" if defined $B && $B <= 0;
+	$B //= $L if $HAS_BURST{$algo};
+	my $cap = $HAS_BURST{$algo} ? $B : $L;
+	croak "cost $c can never fit in $cap" if $c > $cap;
+
+	# State identity is (algo, key); time never runs backwards for a key.
+	# A look-only call on a key without state leaves none (see above).
+	my $s = $self->{state}{"$algo\0$key"};
+	my $fresh = !defined $s;
+	if ($fresh)
+	{
+		$s = {};
+		$self->{state}{"$algo\0$key"} = $s if $c > 0;
+	}
+	$t = $s->{last} if !$fresh && $s->{last} > $t;
+	my $elapsed = $fresh ? 0 : $t - $s->{last};
+	$s->{last} = $t;
+
+	my $r = $IMPL{$algo}->(
+		$s,
+		{
+			L       => $L,
+			W       => $W,
+			c       => $c,
+			B       => $B,
+			t       => $t,
+			elapsed => $elapsed,
+			fresh   => $fresh
+		});
+
+	my $remaining = _floor($r->{remaining});
+	return {
+		allowed     => $r->{allowed} ? 1 : 0,
+		limit       => $L,
+		remaining   => $remaining < 0 ? 0 : $remaining,
+		retry_after => _seconds($r->{retry}),
+		reset_at    => _ceil($r->{reset}),
+		delay       => _seconds($r->{delay}),
+		t           => $t,
+	};
+}
+
+# Values are native integers or Math::BigRat (the latter only where a
+# division happens: native arithmetic is much faster, and exact here).
+sub _floor
+{
+	my ($x) = @_;
+	return ref $x ? $x->copy->bfloor->numerator->bstr : $x;
+}
+
+sub _ceil
+{
+	my ($x) = @_;
+	return ref $x ? $x->copy->bceil->numerator->bstr : $x;
+}
+
+# microseconds to seconds: 0 or an exact Math::BigRat
+sub _seconds
+{
+	my ($us) = @_;
+	return 0 if !defined $us || $us == 0;
+	return ref $us ? $us / $US_PER_S : _rat($us, $US_PER_S);
+}
+
+# fixed_window: a counter per window w = floor(t / W).
+sub _fixed_window
+{
+	my ($s, $p) = @_;
+	my ($L, $W, $c, $t) = @$p{qw(L W c t)};
+	my $w = _floordiv($t, $W);
+
+	if ($p->{fresh} || $s->{w} != $w)
+	{
+		$s->{w}     = $w;
+		$s->{count} = 0;
+	}
+	my $allowed = $s->{count} + $c <= $L;
+	$s->{count} += $c if $allowed;
+	return {
+		allowed   => $allowed,
+		remaining => $L - $s->{count},
+		retry     => $allowed ? 0 : ($w + 1) * $W - $t,
+		reset     => $s->{count} > 0 ? ($w + 1) * $W : $t,
+	};
+}
+
+# sliding_window_log: entries [t_i, c_i], oldest first, live while
+# t_i > t - W.  Entries of one time are merged: "newer than j" then means
+# strictly later, which is what expiring at t_j + W implies anyway.
+sub _sliding_window_log
+{
+	my ($s, $p) = @_;
+	my ($L, $W, $c, $t) = @$p{qw(L W c t)};
+	my $log = $s->{log} //= [];
+
+	shift @$log while @$log && !($log->[0][0] > $t - $W);
+	my $sum = 0;
+	$sum += $_->[1] for @$log;
+
+	my $allowed = $sum + $c <= $L;
+	my $retry   = 0;
+	if ($allowed)
+	{
+		if ($c > 0)
+		{
+			if (@$log && $log->[-1][0] == $t) { $log->[-1][1] += $c; }
+			else                              { push @$log, [ $t, $c ]; }
+			$sum += $c;
+		}
+	}
+	else
+	{
+		# the oldest live entry j with (sum of entries newer than j) + c <= L
+		my $newer = $sum;
+		for my $e (@$log)
+		{
+			$newer -= $e->[1];
+			if ($newer + $c <= $L)
+			{
+				$retry = $e->[0] + $W - $t;
+				last;
+			}
+		}
+		croak "sliding_window_log: no entry to wait for" unless $retry > 0;
+	}
+	return {
+		allowed   => $allowed,
+		remaining => $L - $sum,
+		retry     => $retry,
+		reset     => @$log ? $log->[-1][0] + $W : $t,
+	};
+}
+
+# sliding_window_counter: the current and the previous window's counters.
+sub _sliding_window_counter
+{
+	my ($s, $p) = @_;
+	my ($L, $W, $c, $t) = @$p{qw(L W c t)};
+	my $w = _floordiv($t, $W);
+	my $e = $t - $w * $W;
+
+	if ($p->{fresh})
+	{
+		@$s{qw(w prev cur)} = ($w, 0, 0);
+	}
+	elsif ($s->{w} == $w - 1)
+	{
+		@$s{qw(w prev cur)} = ($w, $s->{cur}, 0);
+	}
+	elsif ($s->{w} < $w - 1)
+	{
+		@$s{qw(w prev cur)} = ($w, 0, 0);
+	}
+	my ($prev, $cur) = @$s{qw(prev cur)};
+
+	my $estimate = _rat($prev) * ($W - $e) / $W + $cur;
+	my $allowed  = $estimate + $c <= $L;
+	my $retry    = 0;
+	if ($allowed)
+	{
+		$s->{cur} = $cur += $c;
+		$estimate += $c;
+	}
+	elsif ($cur + $c <= $L)
+	{
+		# prev's weight fades enough inside this window
+		$retry = _rat($W) - _rat($L - $cur - $c) * $W / $prev - $e;
+	}
+	else
+	{
+		# in the next window cur becomes prev
+		my $more = _rat($W) - _rat($L - $c) * $W / $cur;
+		$more = _rat(0) if $more < 0;
+		$retry = _rat($W - $e) + $more;
+	}
+	return {
+		allowed   => $allowed,
+		remaining => _rat($L) - $estimate,
+		retry     => $retry,
+		reset     => $cur > 0 ? ($w + 2) * $W
+		: $prev > 0 ? ($w + 1) * $W
+		:             $t,
+	};
+}
+
+# token_bucket: refills at r = L / W up to B; a new key starts full.
+sub _token_bucket
+{
+	my ($s, $p) = @_;
+	my ($L, $W, $c, $B, $t) = @$p{qw(L W c B t)};
+
+	my $tokens =
+	  $p->{fresh}
+	  ? _rat($B)
+	  : _min(_rat($B), $s->{tokens} + _rat($p->{elapsed}) * $L / $W);
+	my $allowed = $tokens >= $c;
+	my $retry   = 0;
+	if   ($allowed) { $tokens -= $c; }
+	else            { $retry = ($c - $tokens) * $W / $L; }
+	$s->{tokens} = $tokens;
+	return {
+		allowed   => $allowed,
+		remaining => $tokens,
+		retry     => $retry,
+		reset     => _rat($t) + (_rat($B) - $tokens) * $W / $L,
+	};
+}
+
+# leaky_bucket: a queue of capacity B draining at r = L / W; a new key
+# starts empty; an admitted call waits for the queue ahead of it.
+sub _leaky_bucket
+{
+	my ($s, $p) = @_;
+	my ($L, $W, $c, $B, $t) = @$p{qw(L W c B t)};
+
+	my $level =
+	  $p->{fresh}
+	  ? _rat(0)
+	  : _max(_rat(0), $s->{level} - _rat($p->{elapsed}) * $L / $W);
+	my $allowed = $level + $c <= $B;
+	my ($retry, $delay) = (0, 0);
+	if ($allowed)
+	{
+		$delay = $level * $W / $L;
+		$level += $c;
+	}
+	else
+	{
+		$retry = ($level + $c - $B) * $W / $L;
+	}
+	$s->{level} = $level;
+	return {
+		allowed   => $allowed,
+		remaining => _rat($B) - $level,
+		retry     => $retry,
+		reset     => _rat($t) + $level * $W / $L,
+		delay     => $delay,
+	};
+}
+
+=pod
+
+=head1 CONFORMANCE RUNNER
+
+=head2 RlModel::ts_literal($us)
+
+A timestamptz literal (UTC, microsecond precision) for Unix microseconds.
+
+=cut
+
+sub ts_literal
+{
+	my ($us) = @_;
+	my $sec  = _floordiv($us, $US_PER_S);
+	my $frac = $us - $sec * $US_PER_S;
+	my @tm   = gmtime($sec);
+	croak "time $us out of the supported range" if $tm[5] + 1900 < 1;
+	return sprintf("%04d-%02d-%02d %02d:%02d:%02d.%06d+00",
+		$tm[5] + 1900, $tm[4] + 1, @tm[ 3, 2, 1, 0 ], $frac);
+}
+
+# The windows the sequences use: microseconds and the interval's SQL text.
+our @WINDOWS = (
+	[ 1_000_000,      '1 second' ],
+	[ 10_000_000,     '10 seconds' ],
+	[ 60_000_000,     '1 minute' ],
+	[ 3_600_000_000,  '1 hour' ],
+	[ 7_000_000,      '7 seconds' ],
+	[ 1_500_000,      '1.5 seconds' ],
+	[ 250_000,        '250 milliseconds' ],
+	[ 86_400_000_000, '1 day' ],
+	[ 5_400_000_000,  '1 hour 30 minutes' ],
+	[ 3,              '3 microseconds' ],);
+
+my @LIMITS = (1, 2, 3, 5, 10, 10, 10, 20, 60, 100, 1000, 123_457);
+
+# the literal forms that the runner relies on, checked once against a node
+my @SAMPLE_TIMES = (
+	0, 1, -1, 999_999, -999_999, -1_000_000, -1_000_001,
+	1_767_225_600_000_000, 1_767_225_599_999_999, 1_767_225_600_123_457,
+	951_782_400_000_000,          # 2000-02-29
+	-2_208_988_800_000_001,       # 1899-12-31 23:59:59.999999
+	4_102_444_800_000_000 - 1,    # 2099-12-31 23:59:59.999999
+);
+
+=pod
+
+=head2 RlModel::check_literals($node, $dbname)
+
+Test that the timestamptz literals of C<ts_literal> and the interval texts of
+C<@WINDOWS> mean exactly the microseconds the model uses, and that the
+output route C<(extract(epoch from ...) * 1000000)::bigint> is exact.
+
+=cut
+
+sub check_literals
+{
+	my ($node, $dbname) = @_;
+	$dbname //= 'postgres';
+	my $sql = join(
+		"\n",
+		"SET timezone = 'Pacific/Chatham';",    # any zone: literals say +00
+		(
+			map {
+				sprintf("SELECT (extract(epoch from timestamptz '%s') * 1000000)::bigint;",
+					ts_literal($_))
+			} @SAMPLE_TIMES
+		),
+		(
+			map {
+				sprintf("SELECT (extract(epoch from interval '%s') * 1000000)::bigint;",
+					$_->[1])
+			} @WINDOWS
+		));
+	my $got = $node->safe_psql($dbname, $sql);
+	is( $got,
+		join("\n", @SAMPLE_TIMES, map { $_->[0] } @WINDOWS),
+		'time and interval literals are exact to the microsecond');
+	return;
+}
+
+# Perl's rand with srand is drand48 on every platform: a seed reproduces.
+sub _pick { return $_[ int(rand(@_)) ]; }
+
+# a random bucket capacity for limit $L: NULL half of the time
+sub _random_burst
+{
+	my ($L) = @_;
+	my $x = rand;
+	return undef if $x < 0.5;
+	return $L if $x < 0.6;
+	return 1 + int(rand(3 * $L + 2));
+}
+
+# a cost that fits capacity $cap: mostly 1, some 0, some large
+sub _random_cost
+{
+	my ($cap) = @_;
+	my $x = rand;
+	return 0 if $x < 0.10;
+	return 1 if $x < 0.65;
+	return 1 + int(rand(_min($cap, 5))) if $x < 0.85;
+	return $cap if $x < 0.90;
+	return int(rand($cap + 1));
+}
+
+=pod
+
+=head2 RlModel::gen_sequence(algo => ..., seed => ..., calls => N, prefix => ..., start => t_us)
+
+A random call sequence: an arrayref of calls { key, L, W, per, c, B,
+burst_sql, t, expected } (expected: the model's row).  Several keys (odd
+ones among them: quotes, Cyrillic, 1 kB long) with a fixed window each; times
+mostly advance by small and large steps, sometimes go backwards, and
+often land exactly on a window boundary, on a previous call's reset_at or on
+the moment it was told to retry (a model runs alongside to know those);
+limits and bursts change now and then.  The same arguments give the same
+sequence.
+
+=cut
+
+sub gen_sequence
+{
+	my %o = @_;
+	my $algo   = $o{algo};
+	my $prefix = $o{prefix};
+	srand($o{seed});
+
+	my @names = ('k1', 'tenant:42', "user:7:POST /orders", "o'brien",
+		"\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87", 'x' x 1000);    # UTF-8 bytes
+	my $nkeys = 2 + int(rand(3));
+	my @keys;
+	for my $i (0 .. $nkeys - 1)
+	{
+		my $win = _pick(@WINDOWS);
+		my $L   = _pick(@LIMITS);
+		push @keys,
+		  {
+			name => "$prefix:" . $names[ ($i + int(rand(@names))) % @names ] . ":$i",
+			W    => $win->[0],
+			per  => $win->[1],
+			L    => $L,
+			B    => $HAS_BURST{$algo} ? _random_burst($L) : undef,
+		  };
+	}
+
+	my $model = RlModel->new;
+	my %last;    # key name -> { t, row } of its previous call
+	my $t = $o{start};
+	my @calls;
+	for (1 .. $o{calls})
+	{
+		my $k = _pick(@keys);
+		my ($W, $L) = @$k{qw(W L)};
+
+		# now and then the caller changes the limit or the burst
+		if (rand() < 0.02)
+		{
+			$k->{L} = $L = _pick(@LIMITS);
+			$k->{B} = _random_burst($L) if $HAS_BURST{$algo} && rand() < 0.7;
+		}
+		elsif ($HAS_BURST{$algo} && rand() < 0.01)
+		{
+			$k->{B} = _random_burst($L);
+		}
+
+		my $period = _max(1, int($W / $L));    # the sustained spacing
+		my $prev   = $last{ $k->{name} };
+		my $x      = rand;
+		my $jitter = _pick(-1, 0, 0, 0, 1);
+		if    ($x < 0.30) { $t += int(rand(2 * $period)); }
+		elsif ($x < 0.42) { }
+		elsif ($x < 0.52) { $t += 1 + int(rand(5)); }
+		elsif ($x < 0.60) { $t += int(rand($W / 2)); }
+		elsif ($x < 0.65) { $t += int($W / 2 + rand(3 * $W)); }
+		elsif ($x < 0.71) { $t -= 1 + int(rand($W)); }
+		elsif ($x < 0.72) { $t -= int(rand(3 * $W)); }
+		elsif ($x < 0.80)
+		{
+			$t = (_floordiv($t, $W) + 1) * $W + $jitter;
+		}
+		elsif ($prev && $x < 0.90)
+		{
+			# exactly when the previous call was told to come back
+			$t = $prev->{row}{t} +
+			  _ceil($prev->{row}{retry_after} * $US_PER_S) + $jitter
+			  if !$prev->{row}{allowed};
+		}
+		elsif ($prev)
+		{
+			$t = $prev->{row}{reset_at} + $jitter;
+		}
+		$t = _iv($t);
+
+		my $B   = $k->{B};
+		my $cap = $HAS_BURST{$algo} ? ($B // $L) : $L;
+		my $c   = _random_cost($cap);
+		my $burst_sql =
+		    !$HAS_BURST{$algo} ? undef
+		  : defined $B ? $B
+		  : rand() < 0.5 ? 'NULL'
+		  :                undef;
+		my $call = {
+			key       => $k->{name},
+			L         => $L,
+			W         => $W,
+			per       => $k->{per},
+			c         => $c,
+			B         => $B,
+			burst_sql => $burst_sql,
+			t         => $t,
+		};
+		$call->{expected} =
+		  $model->check($algo, $call->{key}, $L, $W, $c, $B, $t);
+		push @calls, $call;
+		$last{ $k->{name} } = { row => $call->{expected} };
+	}
+	return \@calls;
+}
+
+sub _sql_quote
+{
+	my ($s) = @_;
+	$s =~ s/'/''/g;
+	return "'$s'";
+}
+
+# the SQL of call number $i of a sequence: one row, the call's number first
+sub _call_sql
+{
+	my ($i, $algo, $call) = @_;
+	my $args = join(', ',
+		_sql_quote($call->{key}),
+		_sql_quote($algo),
+		$call->{L},
+		'per => ' . _sql_quote($call->{per}),
+		"cost => $call->{c}",
+		(defined $call->{burst_sql} ? "burst => $call->{burst_sql}" : ()),
+		'at => ' . _sql_quote(ts_literal($call->{t})));
+	return "SELECT $i, allowed, \"limit\", remaining, retry_after, "
+	  . "(extract(epoch from reset_at) * 1000000)::bigint, delay "
+	  . "FROM rl_check($args);";
+}
+
+# a long key shortened for messages
+sub _short
+{
+	my ($key) = @_;
+	return length($key) <= 80
+	  ? $key
+	  : substr($key, 0, 40) . '...(' . length($key) . ' chars)...' . substr($key, -20);
+}
+
+sub _describe_call
+{
+	my ($i, $algo, $call) = @_;
+	return sprintf(
+		"call %d: rl_check(key => %s, algo => %s, limit => %s, per => %s (%s us), "
+		  . "cost => %s, burst => %s, at => %s (%s us))",
+		$i, _sql_quote(_short($call->{key})), $algo, $call->{L}, $call->{per},
+		$call->{W}, $call->{c}, $call->{B} // 'NULL',
+		ts_literal($call->{t}), $call->{t});
+}
+
+sub _describe_row
+{
+	my ($r) = @_;
+	return sprintf(
+		"allowed=%s limit=%s remaining=%s retry_after=%s reset_at=%s (%s) delay=%s",
+		map { $_ // 'undef' } @$r{qw(allowed limit remaining retry_after reset_at)},
+		defined $r->{reset_at} && $r->{reset_at} =~ /^-?\d+$/
+		? ts_literal($r->{reset_at})
+		: '?',
+		$r->{delay});
+}
+
+sub _close_enough
+{
+	my ($got, $exp) = @_;
+	return 0 unless defined $got && $got =~ /^-?[\d.]+(e[-+]?\d+)?$/i;
+	my $e = ref $exp ? $exp->numify : $exp;
+	my $tol = _max(1e-9, 1e-12 * abs($e));
+	return abs($got - $e) <= $tol;
+}
+
+# the names of the fields of $got that differ from the model's $exp
+sub _mismatches
+{
+	my ($got, $exp) = @_;
+	my @bad;
+	push @bad, 'allowed'
+	  unless ($got->{allowed} // '') eq ($exp->{allowed} ? 't' : 'f');
+	for my $f (qw(limit remaining reset_at))
+	{
+		push @bad, $f unless defined $got->{$f} && $got->{$f} eq $exp->{$f};
+	}
+	for my $f (qw(retry_after delay))
+	{
+		push @bad, $f unless _close_enough($got->{$f}, $exp->{$f});
+	}
+	return @bad;
+}
+
+=pod
+
+=head2 RlModel::run_sequence($node, $algo, $calls, name => ..., setup => [sql, ...], dbname => ...)
+
+Run a sequence of calls through C<rl_check> in one psql session (after the
+C<setup> statements, e.g. C<SET ratelimit.backend = 'redis'>), compare every
+output field of every row with the model's (the calls' own expected rows, or
+a fresh model's), and report one test.  On the
+first mismatch it prints the call, both rows and the key's previous calls,
+writes the SQL that reproduces it into the test's log directory, and stops
+comparing the sequence.  Returns true when everything matched.
+
+=cut
+
+sub run_sequence
+{
+	my ($node, $algo, $calls, %o) = @_;
+	my $name   = $o{name} // "$algo sequence";
+	my $dbname = $o{dbname} // 'postgres';
+
+	# the rows gen_sequence computed, or a fresh model's
+	my $model = RlModel->new;
+	my @exp =
+	  @$calls && $calls->[0]{expected}
+	  ? map { $_->{expected} } @$calls
+	  : map { $model->check($algo, @$_{qw(key L W c B t)}) } @$calls;
+	my @setup = (
+		"SET extra_float_digits = 3;", "SET timezone = 'UTC';",
+		map { /;\s*$/ ? $_ : "$_;" } @{ $o{setup} // [] });
+	my @sql = map { _call_sql($_, $algo, $calls->[$_]) } 0 .. $#$calls;
+
+	my ($ret, $out, $err) =
+	  $node->psql($dbname, join("\n", @setup, @sql, ''), on_error_stop => 1);
+	my @lines = $out eq '' ? () : split /\n/, $out;
+
+	my %history;    # key -> indexes of its calls so far
+	for my $i (0 .. $#$calls)
+	{
+		my $call = $calls->[$i];
+		my $got;
+		my @bad;
+		if ($i >= @lines)
+		{
+			@bad = ('no row');
+		}
+		else
+		{
+			my @f = split /\|/, $lines[$i], -1;
+			if (@f != 7 || $f[0] ne $i)
+			{
+				@bad = ("unexpected output line \"$lines[$i]\"");
+			}
+			else
+			{
+				@$got{qw(allowed limit remaining retry_after reset_at delay)} =
+				  @f[ 1 .. 6 ];
+				@bad = _mismatches($got, $exp[$i]);
+			}
+		}
+		if (@bad)
+		{
+			my $msg = "$name: first mismatch at "
+			  . _describe_call($i, $algo, $call) . "\n"
+			  . "  clamped t: $exp[$i]{t} us\n"
+			  . "  differs:   @bad\n"
+			  . "  model:     "
+			  . _describe_row($exp[$i]) . "\n"
+			  . "  server:    "
+			  . ($got ? _describe_row($got) : '(none)') . "\n";
+			$msg .= "  psql exit $ret, stderr: $err\n" if $ret != 0 || $err ne '';
+			my @h = @{ $history{ $call->{key} } // [] };
+			@h = @h[ -8 .. -1 ] if @h > 8;
+			$msg .= "  previous calls of this key (all matched):\n" if @h;
+			$msg .= "    "
+			  . _describe_call($_, $algo, $calls->[$_])
+			  . "\n      -> "
+			  . _describe_row($exp[$_]) . "\n"
+			  for @h;
+			no warnings 'once';
+			(my $base = $name) =~ s/[^\w.-]+/_/g;
+			my $file = "$PostgreSQL::Test::Utils::log_path/$base.sql";
+			if (open my $fh, '>', $file)
+			{
+				print $fh join("\n", @setup, @sql[ 0 .. $i ], '');
+				close $fh;
+				$msg .= "  reproduce: psql -X -f $file (on a fresh server)\n";
+			}
+			diag($msg);
+			return ok(0, $name);
+		}
+		push @{ $history{ $call->{key} } }, $i;
+	}
+	if ($ret != 0 || @lines != @$calls)
+	{
+		diag("$name: psql exit $ret, "
+			  . scalar(@lines)
+			  . " rows for "
+			  . scalar(@$calls)
+			  . " calls, stderr: $err");
+		return ok(0, $name);
+	}
+	return ok(1, "$name: " . scalar(@$calls) . " calls match the model");
+}
+
+=pod
+
+=head2 RlModel::run_conformance($node, seed => S, sequences => N, calls => M, tag => ..., setup => [...], algos => [...])
+
+For each algorithm, generate N random sequences of M calls from seed S (the
+sequence j of algorithm a uses a seed derived from S, a and j) and run them
+with C<run_sequence>.  The first sequence of each algorithm starts ten
+minutes before the Unix epoch, so that times before 1970 and windows across
+it are exercised.  Keys are prefixed with the tag,
+the seed and the sequence, so runs never share state.
+
+=cut
+
+sub run_conformance
+{
+	my ($node, %o) = @_;
+	my $seed  = $o{seed} // 1;
+	my $tag   = $o{tag} // 'conf';
+	my $nseq  = $o{sequences} // 4;
+	my $ncall = $o{calls} // 750;
+	my %index = map { $ALGOS[$_] => $_ } 0 .. $#ALGOS;
+
+	for my $algo (@{ $o{algos} // \@ALGOS })
+	{
+		croak "unknown algorithm \"$algo\"" unless exists $index{$algo};
+		for my $j (0 .. $nseq - 1)
+		{
+			my $s   = $seed * 1000 + $index{$algo} * 100 + $j;
+			my %gen = (
+				algo   => $algo,
+				seed   => $s,
+				calls  => $ncall,
+				prefix => "$tag:$seed:$algo:$j",
+				start  => 1_767_225_600_000_000 + ($s % 997) * 86_400_000_000 + $s);
+			if ($j == 0)
+			{
+				# centre the sequence on the epoch (its span depends on the
+				# windows drawn): generate it once to see where it goes
+				my @t = sort { $a <=> $b }
+				  map { $_->{t} } @{ gen_sequence(%gen, start => 0) };
+				$gen{start} = -$t[ @t / 2 ];
+			}
+			run_sequence($node, $algo, gen_sequence(%gen),
+				name   => "$tag $algo seq $j (seed $s)",
+				setup  => $o{setup},
+				dbname => $o{dbname});
+		}
+	}
+	return;
+}
+
+1;
