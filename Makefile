@@ -16,6 +16,8 @@ OBJS = \
 	src/policy.o \
 	src/refund.o \
 	src/trigger.o \
+	src/stats.o \
+	src/persist.o \
 	src/redis.o \
 	src/redis_scripts.o
 SHLIB_LINK += -lhiredis
@@ -29,7 +31,7 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 # directory first).
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
-	policy trigger refund multi wait headers
+	policy trigger refund multi wait headers observability
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

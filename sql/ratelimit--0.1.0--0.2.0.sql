@@ -158,3 +158,62 @@ AS $$
 		'Retry-After', CASE WHEN NOT d.allowed
 			THEN ceil(d.retry_after)::bigint::text END))
 $$;
+
+-- ---- Observability ----
+
+-- Decision counters per (database, algorithm, policy); direct calls count
+-- under a NULL policy.
+CREATE FUNCTION rl_stats(
+	all_databases boolean DEFAULT false,
+	OUT dbid oid,
+	OUT algo text,
+	OUT policy text,
+	OUT allowed bigint,
+	OUT denied bigint,
+	OUT near_limit bigint,
+	OUT failed_open bigint,
+	OUT failed_closed bigint,
+	OUT shadow_denied bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_stats'
+LANGUAGE C VOLATILE;
+
+CREATE VIEW rl_stats AS
+	SELECT d.datname, s.algo, s.policy, s.allowed, s.denied, s.near_limit,
+		   s.failed_open, s.failed_closed, s.shadow_denied
+	FROM rl_stats(true) s LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid;
+
+CREATE FUNCTION rl_stats_reset() RETURNS void
+AS 'MODULE_PATHNAME', 'rl_stats_reset'
+LANGUAGE C VOLATILE;
+
+-- The keys holding state, with what a look at them would report now.
+CREATE FUNCTION rl_keys(
+	all_databases boolean DEFAULT false,
+	OUT dbid oid,
+	OUT algo text,
+	OUT policy text,
+	OUT key text,
+	OUT last_seen timestamptz,
+	OUT reset_at timestamptz,
+	OUT remaining bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_keys'
+LANGUAGE C VOLATILE;
+
+-- The whole limiter at a glance: the store and the Redis backend.
+CREATE VIEW rl_status AS
+	SELECT s.capacity, s.used, s.pool_blocks, s.pool_used, s.reclaimed,
+		   s.refused, s.partitions, r.breaker_open, r.breaker_until,
+		   r.calls AS redis_calls, r.failures AS redis_failures,
+		   r.skipped AS redis_skipped, r.last_error AS redis_last_error,
+		   r.last_error_at AS redis_last_error_at
+	FROM rl_store_info() s, rl_redis_info() r;
+
+-- Monitoring roles read everything above; resetting is for administrators.
+REVOKE ALL ON FUNCTION rl_stats(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION rl_keys(boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION rl_stats_reset() FROM PUBLIC;
+REVOKE ALL ON rl_stats, rl_status FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_stats(boolean), rl_keys(boolean) TO pg_monitor;
+GRANT SELECT ON rl_stats, rl_status TO pg_monitor;

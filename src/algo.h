@@ -56,6 +56,9 @@ typedef struct RlDecision
 	/* set by the shared-memory store only: */
 	int64		time;			/* the call's time after the clamp (Unix us) */
 	bool		stored;			/* the decision is recorded in the store */
+	/* set by dispatch.c: */
+	bool		failed;			/* decided by fail_mode */
+	bool		shadowed;		/* denied, but allowed as a shadow */
 } RlDecision;
 
 /*

@@ -32,6 +32,7 @@ typedef struct RlRequest
 	int			backend;		/* RlBackend, or RL_SETTING */
 	int			fail_mode;		/* RlFailMode, or RL_SETTING */
 	bool		shadow;			/* dry run: decide and count, always allow */
+	const char *policy;			/* the policy's name, or NULL */
 } RlRequest;
 
 static inline void

@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "guc.h"
 #include "redis.h"
+#include "stats.h"
 #include "store.h"
 
 static void apply_shadow(const RlRequest *req, RlDecision *d);
@@ -48,6 +49,7 @@ rl_fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 	d->delay = 0.0;
 	d->time = t;
 	d->stored = false;
+	d->failed = true;
 }
 
 /*
@@ -130,6 +132,7 @@ rl_decide(const RlRequest *req, RlDecision *d)
 		   req->fail_mode == RL_SETTING ? rl_fail_mode : req->fail_mode,
 		   d);
 	apply_shadow(req, d);
+	rl_stats_count(req, d);
 }
 
 /* A shadow request is allowed whatever it decided. */
@@ -140,6 +143,7 @@ apply_shadow(const RlRequest *req, RlDecision *d)
 	{
 		d->allowed = true;
 		d->retry_after = 0.0;
+		d->shadowed = true;
 	}
 }
 
@@ -180,6 +184,7 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 		if (statuses[i] == RL_NO_ROOM)
 			rl_fail_decision(&reqs[i], now, fail_open[i], &ds[i]);
 		apply_shadow(&reqs[i], &ds[i]);
+		rl_stats_count(&reqs[i], &ds[i]);
 	}
 	return all;
 }

@@ -29,6 +29,7 @@
 #include "policy.h"
 #include "redis.h"
 #include "refund.h"
+#include "stats.h"
 #include "store.h"
 
 /* argument positions shared by rl_allow and rl_check */
@@ -63,6 +64,9 @@ PG_FUNCTION_INFO_V1(rl_wait_policy);
 PG_FUNCTION_INFO_V1(rl_reset);
 PG_FUNCTION_INFO_V1(rl_reset_all);
 PG_FUNCTION_INFO_V1(rl_store_info);
+PG_FUNCTION_INFO_V1(rl_stats);
+PG_FUNCTION_INFO_V1(rl_stats_reset);
+PG_FUNCTION_INFO_V1(rl_keys);
 PG_FUNCTION_INFO_V1(rl_redis_info);
 
 /*
@@ -570,4 +574,130 @@ rl_redis_info(PG_FUNCTION_ARGS)
 	values[3 + i] = TimestampTzGetDatum(s.last_error_at - RL_UNIX_OFFSET);
 	nulls[3 + i] = s.last_error_at == 0;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* ---- observability ---- */
+
+/*
+ * rl_stats(all_databases DEFAULT false) returns setof (dbid, algo, policy,
+ * allowed, denied, near_limit, failed_open, failed_closed, shadow_denied).
+ */
+Datum
+rl_stats(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+	RlStatsRow *rows;
+	int			n;
+	int			i;
+
+	rl_require_store();
+	rows = palloc(sizeof(RlStatsRow) * rl_stats_capacity());
+	n = rl_stats_read(all_databases ? InvalidOid : MyDatabaseId, rows);
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[3 + RL_NSTATS];
+		bool		nulls[3 + RL_NSTATS];
+		int			c;
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = ObjectIdGetDatum(rows[i].dbid);
+		nulls[0] = rows[i].algo < 0;
+		if (rows[i].algo >= 0)
+			values[1] = CStringGetTextDatum(rl_algo_name((RlAlgo) rows[i].algo));
+		else
+			nulls[1] = true;
+		values[2] = CStringGetTextDatum(rows[i].policy);
+		nulls[2] = rows[i].policy[0] == '\0';
+		for (c = 0; c < RL_NSTATS; c++)
+			values[3 + c] = Int64GetDatum((int64) rows[i].counters[c]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * rl_stats_reset() zeroes the decision counters.
+ */
+Datum
+rl_stats_reset(PG_FUNCTION_ARGS)
+{
+	rl_require_store();
+	rl_stats_clear();
+	PG_RETURN_VOID();
+}
+
+/*
+ * rl_keys(all_databases DEFAULT false) returns setof (dbid, algo, policy,
+ * key, last_seen, reset_at, remaining): the keys whose state is not yet
+ * back to a new key's.  For keys used through a policy of this database,
+ * remaining and reset_at are what a call of cost 0 would report now; for
+ * direct calls (whose parameters are not stored) remaining is NULL.
+ * Each entry is read under its partition's shared lock, one at a time.
+ */
+Datum
+rl_keys(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+	RlKeyImage *img = palloc(sizeof(RlKeyImage));
+	int64		now = rl_clock_now();
+	uint32		n;
+	uint32		idx;
+
+	rl_require_store();
+	n = rl_store_nentries();
+	InitMaterializedSRF(fcinfo, 0);
+	for (idx = 0; idx < n; idx++)
+	{
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, true};
+		char	   *nul;
+		const char *key;
+		int			keylen;
+		int64		reset_at;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!rl_store_key_at(idx, all_databases ? InvalidOid : MyDatabaseId,
+							 img) || img->idle_at <= now)
+			continue;
+
+		key = img->key;
+		keylen = img->keylen;
+		reset_at = img->idle_at;
+		nul = memchr(img->key, '\0', img->keylen);
+		nulls[2] = nul == NULL;
+		if (nul != NULL)
+		{
+			const RlPolicy *pol = NULL;
+			RlRequest	req;
+			RlDecision	d;
+
+			values[2] = PointerGetDatum(cstring_to_text(img->key));
+			key = nul + 1;
+			keylen = img->keylen - (int) (key - img->key);
+			if (img->dbid == MyDatabaseId)
+				pol = rl_policy_find(img->key, (int) (nul - img->key));
+			if (pol != NULL && pol->algo == img->algo)
+			{
+				rl_policy_request(pol, cstring_to_text_with_len(key, keylen),
+								  &req);
+				if (rl_store_peek(&req, now, &d))
+				{
+					values[6] = Int64GetDatum(d.remaining);
+					nulls[6] = false;
+					reset_at = d.reset_at;
+				}
+			}
+		}
+		values[0] = ObjectIdGetDatum(img->dbid);
+		values[1] = CStringGetTextDatum(rl_algo_name(img->algo));
+		values[3] = PointerGetDatum(cstring_to_text_with_len(key, keylen));
+		values[4] = TimestampTzGetDatum(img->last - RL_UNIX_OFFSET);
+		values[5] = TimestampTzGetDatum(reset_at - RL_UNIX_OFFSET);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -219,24 +219,32 @@ policy_reload(void)
 }
 
 /*
- * The policy of that name; an unknown name is an error (42704).  Reads the
- * table only if it changed since the last call.
+ * The policy of that name, or NULL.  Reads the table only if it changed
+ * since the last call.
+ */
+const RlPolicy *
+rl_policy_find(const char *name, int len)
+{
+	char		key[NAMEDATALEN];
+
+	if (!policy_cache_valid)
+		policy_reload();
+	if (len >= NAMEDATALEN)
+		return NULL;
+	memset(key, 0, NAMEDATALEN);
+	memcpy(key, name, len);
+	return hash_search(policy_cache, key, HASH_FIND, NULL);
+}
+
+/*
+ * The policy of that name; an unknown name is an error (42704).
  */
 const RlPolicy *
 rl_policy_get(text *name)
 {
-	char		key[NAMEDATALEN];
-	int			len = VARSIZE_ANY_EXHDR(name);
-	RlPolicy   *pol = NULL;
+	const RlPolicy *pol = rl_policy_find(VARDATA_ANY(name),
+										 VARSIZE_ANY_EXHDR(name));
 
-	if (!policy_cache_valid)
-		policy_reload();
-	if (len < NAMEDATALEN)
-	{
-		memset(key, 0, NAMEDATALEN);
-		memcpy(key, VARDATA_ANY(name), len);
-		pol = hash_search(policy_cache, key, HASH_FIND, NULL);
-	}
 	if (pol == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -274,6 +282,7 @@ rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
 	req->backend = pol->backend;
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;
+	req->policy = stored;		/* the stored key starts with it */
 }
 
 /*

@@ -23,6 +23,7 @@ typedef struct RlPolicy
 	bool		shadow;
 } RlPolicy;
 
+extern const RlPolicy *rl_policy_find(const char *name, int len);
 extern const RlPolicy *rl_policy_get(text *name);
 extern void rl_policy_request(const RlPolicy *pol, text *key,
 							  RlRequest *req);

@@ -17,6 +17,8 @@
 #include "storage/lwlock.h"
 
 #include "guc.h"
+#include "persist.h"
+#include "stats.h"
 #include "redis.h"
 #include "store.h"
 
@@ -33,18 +35,34 @@ rl_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	rl_store_request();
+	rl_stats_request();
 	rl_redis_request();
 }
 
+/*
+ * Attach to (or create) the shared state.  In the postmaster, a store just
+ * created is filled from the state saved at the last clean shutdown, and
+ * the state is saved again at the next one.
+ */
 static void
 rl_shmem_startup(void)
 {
+	bool		created;
+
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	rl_store_startup();
+	created = rl_store_startup();
+	rl_stats_startup();
 	rl_redis_startup();
 	LWLockRelease(AddinShmemInitLock);
+
+	if (!IsUnderPostmaster)
+	{
+		if (created)
+			rl_persist_load();
+		on_shmem_exit(rl_persist_shutdown, (Datum) 0);
+	}
 }
 
 void

@@ -1152,12 +1152,14 @@ rl_redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 }
 
 /*
- * A call failed: count it, open the breaker and log a warning at most once
- * per RL_REDIS_WARN_INTERVAL for the whole server.
+ * A call failed: count it, open the breaker for a probe interval from now
+ * and log a warning at most once per RL_REDIS_WARN_INTERVAL for the whole
+ * server.
  */
 static void
-failure(int64 now)
+failure(void)
 {
+	int64		now = rl_clock_now();
 	uint64		interval = (uint64) rl_redis_probe_interval * 1000;
 	uint64		was;
 	uint64		last;
@@ -1240,7 +1242,7 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 	count(RL_REDIS_CALLS);
 	if (!redis_call(req, d))
 	{
-		failure(now);
+		failure();
 		return RL_UNAVAILABLE;
 	}
 	if (probe)

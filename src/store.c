@@ -185,9 +185,9 @@ rl_store_request(void)
 
 /*
  * Attach to the store, creating it on first call (shmem_startup_hook; the
- * caller holds AddinShmemInitLock).
+ * caller holds AddinShmemInitLock).  Returns whether it was created.
  */
-void
+bool
 rl_store_startup(void)
 {
 	int			nparts = layout_partitions();
@@ -212,7 +212,7 @@ rl_store_startup(void)
 	rl_locks = GetNamedLWLockTranche(RL_TRANCHE);
 
 	if (found)
-		return;
+		return false;
 
 	rl_store->nparts = nparts;
 	rl_store->per_part = per_part;
@@ -241,6 +241,7 @@ rl_store_startup(void)
 			rl_buckets[base + j] = RL_NIL;
 		}
 	}
+	return true;
 }
 
 bool
@@ -834,4 +835,223 @@ rl_store_stats(RlStoreStats *stats)
 	stats->pool_blocks = rl_store->nblocks;
 	stats->pool_used = rl_store->nblocks - rl_store->pool_nfree;
 	SpinLockRelease(&rl_store->pool_lock);
+}
+
+/* ---- listing, saving and restoring entries ---- */
+
+/* The key of an entry, copied out; the partition lock is held. */
+static int
+key_copy(const RlEntry *e, char *out)
+{
+	int			n = Min(e->keylen, RL_KEY_INLINE);
+	int			done = n;
+	uint32		block = e->key_more;
+
+	memcpy(out, e->key, n);
+	while (done < e->keylen)
+	{
+		n = Min(e->keylen - done, RL_BLOCK_SIZE);
+		memcpy(out + done, rl_blocks[block].bytes, n);
+		done += n;
+		block = rl_block_next[block];
+	}
+	return e->keylen;
+}
+
+uint32
+rl_store_nentries(void)
+{
+	return (uint32) rl_store->nparts * rl_store->per_part;
+}
+
+/*
+ * Copy entry number idx if it holds state of database dbid (or of any
+ * database if InvalidOid).  Takes its partition lock shared, briefly.
+ */
+bool
+rl_store_key_at(uint32 idx, Oid dbid, RlKeyImage *img)
+{
+	int			partno = (int) (idx / rl_store->per_part);
+	RlEntry    *e = &rl_entries[idx];
+	bool		found = false;
+
+	LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+	if ((e->flags & RL_ENTRY_USED) &&
+		(dbid == InvalidOid || e->dbid == dbid))
+	{
+		img->dbid = e->dbid;
+		img->algo = (RlAlgo) e->algo;
+		img->keylen = key_copy(e, img->key);
+		img->last = e->last;
+		img->idle_at = e->idle_at;
+		found = true;
+	}
+	LWLockRelease(&rl_locks[partno].lock);
+	return found;
+}
+
+/*
+ * What a call of cost 0 would report now, without changing anything: the
+ * algorithm runs on a copy of the state, under the shared lock (a sliding
+ * log's expiry only moves the copy's head).  False if the key has no state.
+ */
+bool
+rl_store_peek(const RlRequest *req, int64 now, RlDecision *d)
+{
+	RlSlot		slot = slot_of(req);
+	RlParams	p = req->params;
+	RlEntry    *e;
+	RlEntry		copy;
+
+	p.cost = 0;
+	LWLockAcquire(slot_lock(slot), LW_SHARED);
+	e = entry_find(slot.partno, slot.hash, req->dbid, req->algo, req->key,
+				   req->keylen);
+	if (e != NULL && e->algo == RL_SLIDING_WINDOW_LOG)
+	{
+		/* the blocks the copy "frees" still belong to the entry */
+		RlLogState	log = e->st.log;
+		RlLogMemory m;
+
+		m.blocks = rl_blocks;
+		m.next = rl_block_next;
+		m.spare = RL_NIL;
+		(void) rl_sliding_window_log(&log, &m, Max(now, e->last), &p, d);
+	}
+	else if (e != NULL)
+	{
+		copy = *e;
+		(void) entry_decide(&copy, false, Max(now, e->last), &p, d);
+	}
+	LWLockRelease(slot_lock(slot));
+	return e != NULL;
+}
+
+/*
+ * Call fn for every entry holding state, with its image (a sliding log's
+ * entries in an array).  Only for the postmaster at shutdown, when no
+ * backend runs: takes no lock.
+ */
+void
+rl_store_foreach_image(void (*fn) (const RlEntryImage *img, void *arg),
+					   void *arg)
+{
+	uint32		n = rl_store_nentries();
+	char	   *key = palloc(RL_MAX_STORED_KEY);
+	RlLogEntry *log = NULL;
+	int			logcap = 0;
+	uint32		idx;
+
+	for (idx = 0; idx < n; idx++)
+	{
+		RlEntry    *e = &rl_entries[idx];
+		RlEntryImage img;
+
+		if (!(e->flags & RL_ENTRY_USED))
+			continue;
+		img.dbid = e->dbid;
+		img.algo = (RlAlgo) e->algo;
+		img.keylen = key_copy(e, key);
+		img.key = key;
+		img.last = e->last;
+		img.idle_at = e->idle_at;
+		img.nlog = 0;
+		img.log = NULL;
+		if (e->algo == RL_SLIDING_WINDOW_LOG)
+		{
+			const RlLogState *ls = &e->st.log;
+			uint32		block = ls->head;
+			int			pos = ls->head_pos;
+
+			while (block != RL_NIL)
+			{
+				int			end = block == ls->tail ? ls->tail_len :
+					RL_LOG_PER_BLOCK;
+
+				for (; pos < end; pos++)
+				{
+					if (img.nlog == logcap)
+					{
+						logcap = Max(64, logcap * 2);
+						log = log ? repalloc(log, logcap * sizeof(RlLogEntry)) :
+							palloc(logcap * sizeof(RlLogEntry));
+					}
+					log[img.nlog++] = rl_blocks[block].entries[pos];
+				}
+				block = block == ls->tail ? RL_NIL : rl_block_next[block];
+				pos = 0;
+			}
+			img.log = log;
+		}
+		else
+			memcpy(&img.state, &e->st, sizeof(img.state));
+		fn(&img, arg);
+	}
+	pfree(key);
+	if (log)
+		pfree(log);
+}
+
+/*
+ * Put back an entry saved by rl_store_foreach_image.  Only for the
+ * postmaster at startup, when no backend runs: takes no lock.  Returns
+ * false if there is no room for it (or for its log).
+ */
+bool
+rl_store_restore(const RlEntryImage *img)
+{
+	RlRequest	req;
+	RlSlot		slot;
+	RlEntry    *e;
+	int			i;
+
+	rl_request_init(&req);
+	req.dbid = img->dbid;
+	req.algo = img->algo;
+	req.key = img->key;
+	req.keylen = img->keylen;
+	slot = slot_of(&req);
+	if (entry_find(slot.partno, slot.hash, req.dbid, req.algo, req.key,
+				   req.keylen) != NULL)
+		return false;
+	e = entry_create(slot.partno, slot.hash, &req, PG_INT64_MIN);
+	if (e == NULL)
+		return false;
+	e->last = img->last;
+	e->idle_at = img->idle_at;
+	if (img->algo != RL_SLIDING_WINDOW_LOG)
+	{
+		memcpy(&e->st, &img->state, sizeof(img->state));
+		return true;
+	}
+
+	rl_log_init(&e->st.log);
+	for (i = 0; i < img->nlog; i++)
+	{
+		RlLogState *ls = &e->st.log;
+		RlLogEntry *entry;
+
+		if (ls->tail == RL_NIL || ls->tail_len == RL_LOG_PER_BLOCK)
+		{
+			uint32		block = pool_pop();
+
+			if (block == RL_NIL)
+			{
+				entry_remove(slot.partno, e);
+				return false;
+			}
+			rl_block_next[block] = RL_NIL;
+			if (ls->tail == RL_NIL)
+				ls->head = block;
+			else
+				rl_block_next[ls->tail] = block;
+			ls->tail = block;
+			ls->tail_len = 0;
+			ls->nblocks++;
+		}
+		entry = &rl_blocks[ls->tail].entries[ls->tail_len++];
+		*entry = img->log[i];
+		ls->sum += entry->cost;
+	}
+	return true;
 }

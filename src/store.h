@@ -13,6 +13,38 @@
 /* keys longer than this are refused (SQLSTATE 22001) */
 #define RL_MAX_KEY_LEN	4096
 
+/* longest key the store holds: a policy's name, a NUL and a key */
+#define RL_MAX_STORED_KEY	(NAMEDATALEN + RL_MAX_KEY_LEN)
+
+/* an entry's identity and times, for listing */
+typedef struct RlKeyImage
+{
+	Oid			dbid;
+	RlAlgo		algo;
+	int			keylen;
+	char		key[RL_MAX_STORED_KEY];
+	int64		last;
+	int64		idle_at;
+} RlKeyImage;
+
+/* a whole entry, for saving and restoring */
+typedef struct RlEntryImage
+{
+	Oid			dbid;
+	RlAlgo		algo;
+	int			keylen;
+	const char *key;
+	int64		last;
+	int64		idle_at;
+	union
+	{
+		RlWindowState window;
+		RlBucketState bucket;
+	}			state;			/* all but sliding_window_log */
+	int			nlog;			/* sliding_window_log: its entries */
+	const RlLogEntry *log;
+} RlEntryImage;
+
 /* most keys one all-or-nothing call may cover (each may lock a partition) */
 #define RL_MAX_MULTI	32
 
@@ -29,7 +61,7 @@ typedef struct RlStoreStats
 } RlStoreStats;
 
 extern void rl_store_request(void);
-extern void rl_store_startup(void);
+extern bool rl_store_startup(void);
 extern bool rl_store_ready(void);
 extern void rl_store_refund(const RlRequest *req, int64 t, int64 cost);
 extern bool rl_store_decide_all(const RlRequest *reqs, int n, int64 now,
@@ -39,5 +71,12 @@ extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
 extern int64 rl_store_reset_all(Oid dbid);
 extern void rl_store_stats(RlStoreStats *stats);
+extern uint32 rl_store_nentries(void);
+extern bool rl_store_key_at(uint32 idx, Oid dbid, RlKeyImage *img);
+extern bool rl_store_peek(const RlRequest *req, int64 now, RlDecision *d);
+extern void rl_store_foreach_image(void (*fn) (const RlEntryImage *img,
+											   void *arg),
+								   void *arg);
+extern bool rl_store_restore(const RlEntryImage *img);
 
 #endif							/* RL_STORE_H */
