@@ -42,6 +42,9 @@ ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
+# rebuild what a changed header affects
+override autodepend = yes
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
