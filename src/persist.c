@@ -7,16 +7,18 @@
  * state to pg_stat/ratelimit.state (through a temporary file and a durable
  * rename, so the file is whole or absent); at the next start it loads the
  * entries that are not idle yet and removes the file.  A crash, or an
- * immediate shutdown, writes nothing, so the state starts afresh, as after
- * crash reinitialization of shared memory.
+ * immediate shutdown, keeps nothing: a crash writes no file, and a file
+ * written at an immediate shutdown is dropped at start because pg_control
+ * shows no clean shutdown.  The state then starts afresh, as after crash
+ * reinitialization of shared memory.
  *
  * Format (version RL_PERSIST_VERSION, native byte order):
  *	header	 magic, version, PG_VERSION_NUM, entry count
  *	entries	 dbid, algo, key length, last, idle_at, 24 bytes of state,
  *			 log length; then the key bytes and the log entries
  *	trailer	 CRC-32C of everything before it
- * A file that is short, has another magic or version, or fails the CRC is
- * ignored with a LOG line.
+ * A file that is short, has another magic or version, fails the CRC, or
+ * follows an unclean shutdown is ignored with a LOG line.
  *
  * Runs only in the postmaster, when no backend exists: the store's locks
  * are not taken.
@@ -27,6 +29,9 @@
 
 #include <unistd.h>
 
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
+#include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 
@@ -243,6 +248,25 @@ check_file(const char *data, size_t len)
 }
 
 /*
+ * Did the server last stop with a shutdown checkpoint?  After an immediate
+ * shutdown the postmaster still exits normally and writes the file, but
+ * the state it saved was not final (backends were killed mid-call), and
+ * the database itself goes through crash recovery: the state is dropped.
+ */
+static bool
+shut_down_cleanly(void)
+{
+	bool		crc_ok;
+	ControlFileData *control = get_controlfile(DataDir, &crc_ok);
+	bool		clean = crc_ok &&
+		(control->state == DB_SHUTDOWNED ||
+		 control->state == DB_SHUTDOWNED_IN_RECOVERY);
+
+	pfree(control);
+	return clean;
+}
+
+/*
  * At postmaster start, with a new store: load the state saved at the last
  * clean shutdown, skipping keys already idle, then remove the file.
  */
@@ -262,6 +286,8 @@ rl_persist_load(void)
 	if (data == NULL)
 		return;
 	problem = check_file(data, len);
+	if (problem == NULL && !shut_down_cleanly())
+		problem = "the server did not shut down cleanly";
 	if (problem != NULL)
 	{
 		ereport(LOG,
