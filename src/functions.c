@@ -497,7 +497,8 @@ rl_reset(PG_FUNCTION_ARGS)
 	dropped = rl_store_reset(MyDatabaseId, req.key, req.keylen,
 							 all_algos, req.algo);
 	/* the Redis backends keep their state in Redis too */
-	if (rl_backend != RL_BACKEND_LOCAL)
+	if ((req.backend == RL_SETTING ? rl_backend : req.backend) !=
+		RL_BACKEND_LOCAL)
 		dropped += rl_redis_reset(MyDatabaseId, req.key, req.keylen,
 								  all_algos, req.algo);
 	PG_RETURN_INT64(dropped);

@@ -61,13 +61,16 @@ check_redis_nodes(char **newval, void **extra, GucSource source)
 	int			n;
 	char	  **hosts;
 	int		   *ports;
+	bool		ok = rl_redis_parse_nodes(*newval, &n, &hosts, &ports);
+	int			i;
 
-	if (!rl_redis_parse_nodes(*newval, &n, &hosts, &ports))
-	{
+	for (i = 0; i < n; i++)
+		pfree(hosts[i]);
+	pfree(hosts);
+	pfree(ports);
+	if (!ok)
 		GUC_check_errdetail("Expected host:port[,host:port...], with ports from 1 to 65535.");
-		return false;
-	}
-	return true;
+	return ok;
 }
 
 /*

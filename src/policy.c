@@ -31,9 +31,11 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
+#include "storage/sinval.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "args.h"
@@ -169,6 +171,7 @@ policy_reload(void)
 	Oid			nsp = extension_schema();
 	HASHCTL		ctl;
 	StringInfoData query;
+	SPIPlanPtr	plan;
 	uint64		i;
 
 	policy_relid = OidIsValid(nsp) ? get_relname_relid("rl_policy", nsp) :
@@ -196,7 +199,14 @@ policy_reload(void)
 					 quote_identifier(get_namespace_name(nsp)));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(query.data, true, 0) != SPI_OK_SELECT)
+	plan = SPI_prepare(query.data, 0, NULL);
+	/*
+	 * The latest committed policies, whatever the transaction's snapshot: a
+	 * REPEATABLE READ transaction must not cache what it saw at its start.
+	 */
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read table \"rl_policy\"");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -227,8 +237,26 @@ rl_policy_find(const char *name, int len)
 {
 	char		key[NAMEDATALEN];
 
+	/*
+	 * Take in committed changes now, even inside a transaction that already
+	 * holds its locks (where PostgreSQL would deliver them only later); a
+	 * cheap check when there is nothing new.
+	 */
+	AcceptInvalidationMessages();
 	if (!policy_cache_valid)
-		policy_reload();
+	{
+		PG_TRY();
+		{
+			policy_reload();
+		}
+		PG_CATCH();
+		{
+			/* a cache read halfway must not be taken as complete */
+			policy_cache_valid = false;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+	}
 	if (len >= NAMEDATALEN)
 		return NULL;
 	memset(key, 0, NAMEDATALEN);

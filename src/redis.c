@@ -14,8 +14,10 @@
  * Each backend keeps one connection per Redis node in its own memory,
  * opened when first needed and closed after any error, timeout or
  * interruption (its reply stream is then unknown).  Every wait on a socket
- * goes through WaitLatchOrSocket with a deadline, then CHECK_FOR_INTERRUPTS,
- * so a cancel or statement_timeout acts at once even if Redis hangs.  A
+ * is a wait on the process latch and the socket with a deadline (a
+ * WaitEventSet kept with the connection: WaitLatchOrSocket without
+ * rebuilding the set per wait), then CHECK_FOR_INTERRUPTS, so a cancel or
+ * statement_timeout acts at once even if Redis hangs.  A
  * call never takes longer than ratelimit.redis_connect_timeout plus
  * ratelimit.redis_command_timeout.  Host names are resolved by the
  * operating system's resolver before connecting, which cannot be
@@ -57,9 +59,12 @@
 
 #define RL_REDIS_SLOTS			16384
 #define RL_REDIS_MAX_NODES		1024
-#define RL_REDIS_MAX_ATTEMPTS	8	/* redirects, reloads, retries per call */
+#define RL_REDIS_MAX_ATTEMPTS	8	/* redirects, reloads, retries per call,
+									 * TRYAGAIN aside */
 #define RL_REDIS_TRYAGAIN_MS	5	/* pause before retrying TRYAGAIN */
 #define RL_REDIS_WARN_INTERVAL	(10 * USECS_PER_SEC)
+#define RL_WAIT_SOCKET			2	/* position of the socket in a node's
+									 * wait event set */
 
 /* TTL slack after the state is back to a new key's (see docs/redis.md) */
 #define RL_REDIS_SLACK_CLOCK	"1000"	/* ms: calls on a real clock */
@@ -85,6 +90,8 @@ typedef struct RlRedisNode
 	int			port;
 	redisContext *ctx;			/* NULL when not connected */
 	bool		busy;			/* an exchange is under way (or was cut) */
+	WaitEventSet *wait;			/* latch, postmaster death and the socket */
+	uint32		wait_on;		/* the socket event "wait" is set up for */
 } RlRedisNode;
 
 typedef enum RlTopology
@@ -207,8 +214,9 @@ rl_redis_stats(RlRedisStats *stats)
 
 /*
  * Parse "host:port[,host:port...]" ("[v6addr]:port" too) into palloc'd
- * arrays in the current memory context.  False on a syntax error.  Serves
- * the setting's check hook and the connection setup alike.
+ * arrays (of palloc'd host names) in the current memory context.  False on
+ * a syntax error.  Serves the setting's check hook and the connection setup
+ * alike.
  */
 bool
 rl_redis_parse_nodes(const char *spec, int *nnodes_out, char ***hosts,
@@ -237,13 +245,13 @@ rl_redis_parse_nodes(const char *spec, int *nnodes_out, char ***hosts,
 			*--end = '\0';
 		colon = strrchr(item, ':');
 		if (colon == NULL || colon == item)
-			return false;
+			break;
 		*colon = '\0';
 		host = item;
 		if (host[0] == '[')
 		{
 			if (colon[-1] != ']' || colon - host < 3)
-				return false;
+				break;
 			colon[-1] = '\0';
 			host++;
 		}
@@ -251,7 +259,7 @@ rl_redis_parse_nodes(const char *spec, int *nnodes_out, char ***hosts,
 		port = strtol(colon + 1, &end, 10);
 		if (errno != 0 || *end != '\0' || end == colon + 1 ||
 			port < 1 || port > 65535)
-			return false;
+			break;
 		if (n == cap)
 		{
 			cap *= 2;
@@ -262,8 +270,9 @@ rl_redis_parse_nodes(const char *spec, int *nnodes_out, char ***hosts,
 		(*ports)[n] = (int) port;
 		n++;
 	}
+	pfree(copy);
 	*nnodes_out = n;
-	return n > 0;
+	return item == NULL && n > 0;
 }
 
 /*
@@ -279,6 +288,9 @@ rl_redis_config_changed(void)
 static void
 node_close(RlRedisNode *node)
 {
+	if (node->wait != NULL)
+		FreeWaitEventSet(node->wait);
+	node->wait = NULL;
 	if (node->ctx != NULL)
 		redisFree(node->ctx);
 	node->ctx = NULL;
@@ -304,6 +316,7 @@ node_lookup(const char *host, int port)
 	nodes[nnodes].port = port;
 	nodes[nnodes].ctx = NULL;
 	nodes[nnodes].busy = false;
+	nodes[nnodes].wait = NULL;
 	return nnodes++;
 }
 
@@ -455,30 +468,50 @@ rl_redis_slot(const char *key, size_t len)
 /* ---- waiting and exchanging ---- */
 
 /*
- * Wait until the socket is ready for "event" (true) or the deadline has
- * passed (false).  Interrupts are served while waiting: a cancel raises an
- * ERROR from here, leaving the node marked busy.
+ * Wait until the node's socket is ready for "event" (true) or the deadline
+ * has passed (false).  Interrupts are served while waiting: a cancel raises
+ * an ERROR from here, leaving the node marked busy.
+ *
+ * This is WaitLatchOrSocket, except that the wait event set lives as long
+ * as the connection: most calls wait once, for the reply, and building and
+ * tearing down an epoll set around each wait would cost four more system
+ * calls per decision.
  */
 static bool
-wait_socket(pgsocket fd, int event, TimestampTz deadline)
+wait_socket(RlRedisNode *node, uint32 event, TimestampTz deadline)
 {
+	pgsocket	fd = node->ctx->fd;
+
+	if (node->wait == NULL)
+	{
+		node->wait = CreateWaitEventSet(TopMemoryContext, 3);
+		AddWaitEventToSet(node->wait, WL_LATCH_SET, PGINVALID_SOCKET,
+						  MyLatch, NULL);
+		AddWaitEventToSet(node->wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,
+						  NULL, NULL);
+		AddWaitEventToSet(node->wait, event, fd, NULL, NULL);
+		node->wait_on = event;
+	}
+	else if (node->wait_on != event)
+	{
+		ModifyWaitEvent(node->wait, RL_WAIT_SOCKET, event, NULL);
+		node->wait_on = event;
+	}
+
 	for (;;)
 	{
 		TimestampTz now = GetCurrentTimestamp();
-		long		timeout;
+		WaitEvent	ev;
 		int			rc;
 
 		if (now >= deadline)
 			return false;
-		timeout = (long) ((deadline - now + 999) / 1000);
-		rc = WaitLatchOrSocket(MyLatch,
-							   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
-							   event,
-							   fd, timeout, PG_WAIT_EXTENSION);
-		if (rc & WL_LATCH_SET)
+		rc = WaitEventSetWait(node->wait, (long) ((deadline - now + 999) / 1000),
+							  &ev, 1, PG_WAIT_EXTENSION);
+		if (rc > 0 && (ev.events & WL_LATCH_SET))
 			ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
-		if (rc & event)
+		if (rc > 0 && (ev.events & event))
 			return true;
 	}
 }
@@ -512,7 +545,7 @@ node_exchange(RlRedisNode *node, int n, TimestampTz deadline, bool *io)
 			goto io_error;
 		if (done)
 			break;
-		if (!wait_socket(c->fd, WL_SOCKET_WRITEABLE, deadline))
+		if (!wait_socket(node, WL_SOCKET_WRITEABLE, deadline))
 			goto timeout;
 	}
 	while (nheld < n)
@@ -526,7 +559,7 @@ node_exchange(RlRedisNode *node, int n, TimestampTz deadline, bool *io)
 			held[nheld++] = reply;
 			continue;
 		}
-		if (!wait_socket(c->fd, WL_SOCKET_READABLE, deadline))
+		if (!wait_socket(node, WL_SOCKET_READABLE, deadline))
 			goto timeout;
 		if (redisBufferRead(c) == REDIS_ERR)
 			goto io_error;
@@ -621,7 +654,7 @@ node_connect(RlRedisNode *node, TimestampTz deadline, bool *fresh)
 	}
 	node->ctx = c;
 	node->busy = true;
-	if (!wait_socket(c->fd, WL_SOCKET_WRITEABLE, deadline))
+	if (!wait_socket(node, WL_SOCKET_WRITEABLE, deadline))
 	{
 		call_failed("could not connect to Redis at %s:%d: timeout",
 					node->host, node->port);
@@ -656,6 +689,7 @@ node_connect(RlRedisNode *node, TimestampTz deadline, bool *fresh)
 		if (held[0]->type == REDIS_REPLY_ERROR)
 		{
 			reply_failed(node, "AUTH", held[0]);
+			held_free();
 			node_close(node);
 			return false;
 		}
@@ -675,6 +709,7 @@ node_connect(RlRedisNode *node, TimestampTz deadline, bool *fresh)
 		if (held[0]->type == REDIS_REPLY_ERROR)
 		{
 			reply_failed(node, "SELECT", held[0]);
+			held_free();
 			node_close(node);
 			return false;
 		}
@@ -905,9 +940,9 @@ key_name(StringInfo name, Oid dbid, RlAlgo algo, const char *key, int keylen)
 
 /*
  * Run one command on the node that serves a key (the caller passes the
- * key's slot), following MOVED
- * and ASK, pausing on TRYAGAIN, and retrying once on a reused connection
- * that turns out to be dead.  For a script (text not NULL), argv[0..1] are
+ * key's slot), following MOVED and ASK, pausing and retrying on TRYAGAIN
+ * until the deadline, and retrying once on a reused connection that turns
+ * out to be dead.  For a script (text not NULL), argv[0..1] are
  * EVALSHA and the SHA1, replaced by EVAL and the text on NOSCRIPT.  Returns
  * the reply in held[nheld - 1] (the caller calls held_free) and the node
  * that sent it, or NULL with call_error set.
@@ -1002,8 +1037,19 @@ key_command(int slot, int argc, const char **argv, size_t *argvlen,
 		}
 		else if (error_is(r, "TRYAGAIN"))
 		{
-			/* a multi-key script during a slot migration: pause, retry */
+			/*
+			 * A multi-key script while a slot migration has moved some of
+			 * its keys: pause and retry, until the deadline.
+			 */
 			held_free();
+			if (GetCurrentTimestamp() + RL_REDIS_TRYAGAIN_MS * 1000 >=
+				call_deadline)
+			{
+				call_failed("Redis at %s:%d kept answering TRYAGAIN (a slot migration)",
+							node->host, node->port);
+				return NULL;
+			}
+			attempt--;
 			(void) WaitLatch(MyLatch,
 							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 RL_REDIS_TRYAGAIN_MS, PG_WAIT_EXTENSION);

@@ -108,7 +108,8 @@ rl_refund_track(const RlRequest *req, const RlDecision *d)
 	RlConsumption *c;
 	char	   *key;
 
-	if (!d->stored || !d->allowed || req->params.cost == 0)
+	/* a shadow's denial was turned into an allow: it consumed nothing */
+	if (!d->stored || !d->allowed || d->shadowed || req->params.cost == 0)
 		return;
 	if (!callbacks_registered)
 	{

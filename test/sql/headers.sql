@@ -6,7 +6,7 @@ SELECT rl_headers(r) FROM rl_check('h:1', 'fixed_window', 2, '1 minute', at => t
 SELECT rl_headers(r) FROM rl_check('h:1', 'fixed_window', 2, '1 minute', at => t(30000000)) r;
 SELECT rl_headers(r) FROM rl_check('h:2', 'token_bucket', 10, '1 second', 10, at => t(0)) r;
 SELECT rl_headers(r) FROM rl_check('h:2', 'token_bucket', 10, '1 second', 1, at => t(1)) r;
--- The pre-request function of docs/reference.md.  PostgREST runs it before
+-- The pre-request function of docs/quotas.md.  PostgREST runs it before
 -- each request with the JWT claims in request.jwt.claims, sends the headers
 -- set in response.headers, and answers RAISE SQLSTATE 'PGRST' with the
 -- status and headers given in the error's detail (so a 429 carries

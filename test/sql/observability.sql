@@ -13,7 +13,8 @@ SELECT count(*) FILTER (WHERE rl_allow('k1', 'o_trial', at => '2030-01-01 00:00:
 FROM generate_series(1, 3) i;
 SELECT rl_allow('k2', 'sliding_window_log', 10, '1 hour', at => '2030-01-01');
 SELECT algo, policy, allowed, denied, near_limit, failed_open, failed_closed, shadow_denied
-FROM rl_stats WHERE datname = current_database() ORDER BY policy NULLS FIRST, algo;
+FROM rl_stats WHERE datname = current_database() AND allowed + denied > 0
+ORDER BY policy NULLS FIRST, algo;
 -- live keys: for policy keys, what a look would report
 SELECT algo, policy, key, last_seen, reset_at, remaining FROM rl_keys() ORDER BY key, algo;
 -- keys back to a new key's state are not listed

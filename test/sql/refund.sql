@@ -40,6 +40,13 @@ SELECT rl_allow('rf:err', 'token_bucket', 1, '1 hour', at => t(0));
 SELECT 1 / 0;
 ROLLBACK;
 SELECT rl_allow('rf:err', 'token_bucket', 1, '1 hour', at => t(1)) AS given_back_after_error;
+-- a shadow policy's denials consumed nothing: nothing to give back
+INSERT INTO rl_policy (name, algo, "limit", per, shadow) VALUES ('rf_shadow', 'fixed_window', 1, '1 hour', true);
+SELECT rl_allow('rf:sh', 'rf_shadow', at => t(0)) AS committed_use;
+BEGIN;
+SELECT rl_allow('rf:sh', 'rf_shadow', at => t(1)), rl_allow('rf:sh', 'rf_shadow', at => t(2));
+ROLLBACK;
+SELECT remaining FROM rl_check('rf:sh', 'rf_shadow', at => t(3), cost => 0);
 RESET ratelimit.refund_on_rollback;
 -- only superusers may turn it on
 CREATE ROLE regress_rl_refund;
