@@ -22,6 +22,15 @@ SELECT rl_allow('k3', 'fixed_window', 1, '1 second', at => '2020-01-01');
 SELECT count(*) FROM rl_keys() WHERE key = 'k3';
 -- the store and Redis at a glance
 SELECT used, refused, breaker_open, redis_calls FROM rl_status;
+-- the queries docs/reference.md gives for the Prometheus exporter
+SELECT count(*) > 0 AS exporter_decisions FROM (
+	SELECT datname, algo, coalesce(policy, '') AS policy, allowed, denied,
+		   near_limit, failed_open, failed_closed, shadow_denied
+	FROM rl_stats WHERE algo IS NOT NULL) q;
+SELECT count(*) = 1 AS exporter_store FROM (
+	SELECT capacity, used, pool_blocks, pool_used, reclaimed, refused,
+		   breaker_open::int AS redis_breaker_open, redis_failures
+	FROM rl_status) q;
 -- privileges: a monitoring role reads, an ordinary role does not
 CREATE ROLE regress_rl_monitor IN ROLE pg_monitor;
 CREATE ROLE regress_rl_nobody;
