@@ -19,6 +19,7 @@ OBJS = \
 	src/stats.o \
 	src/persist.o \
 	src/redis.o \
+	src/redis_batch.o \
 	src/redis_scripts.o
 SHLIB_LINK += -lhiredis
 

@@ -15,6 +15,7 @@ CREATE FUNCTION rl_redis_info(
 	OUT connects bigint,
 	OUT redirects bigint,
 	OUT script_loads bigint,
+	OUT batched bigint,
 	OUT last_error text,
 	OUT last_error_at timestamptz)
 RETURNS record

@@ -80,7 +80,9 @@ hybrid_scale(int64 n)
  * ratelimit.hybrid_multiple: a cheap sanity limit per server that keeps
  * floods away from Redis.  What it denies is denied; what it admits goes to
  * Redis.  When Redis cannot decide, fail_mode applies; "local" then keeps
- * the local answer (the pre-check's in hybrid mode).
+ * the local answer (the pre-check's in hybrid mode).  With
+ * ratelimit.redis_batch, Redis's answers may come from a lease this backend
+ * took earlier (redis_batch.c).
  */
 static void
 decide(const RlRequest *req, int64 now, int backend, int fail_mode,
@@ -105,7 +107,8 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 	}
 
 	memset(&remote, 0, sizeof(remote));
-	if (rl_redis_decide(req, &remote) == RL_OK)
+	if ((rl_redis_batch > 0 ? rl_batch_decide(req, &remote) :
+		 rl_redis_decide(req, &remote)) == RL_OK)
 		*d = remote;
 	else if (fail_mode == RL_FAIL_LOCAL)
 	{

@@ -33,6 +33,7 @@ int			rl_redis_command_timeout = 100;	/* ms */
 int			rl_redis_clock = RL_REDIS_CLOCK_SERVER;
 int			rl_redis_probe_interval = 1000;	/* ms */
 double		rl_hybrid_multiple = 2.0;
+int			rl_redis_batch = 0;	/* units; 0 = exact */
 
 static const struct config_enum_entry backend_options[] = {
 	{"local", RL_BACKEND_LOCAL, false},
@@ -188,7 +189,7 @@ rl_guc_init(void)
 							   &rl_redis_namespace,
 							   "",
 							   PGC_SUSET, 0,
-							   check_redis_namespace, NULL, NULL);
+							   check_redis_namespace, assign_redis, NULL);
 
 	DefineCustomIntVariable("ratelimit.redis_connect_timeout",
 							"Longest wait for a connection to Redis.",
@@ -229,6 +230,14 @@ rl_guc_init(void)
 							 2.0, 1.0, 1000000.0,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("ratelimit.redis_batch",
+							"Units a backend takes from Redis at once and admits locally (0: every call asks Redis).",
+							"Applies to fixed_window, sliding_window_counter and token_bucket; trades precision for speed (see docs/redis.md).",
+							&rl_redis_batch,
+							0, 0, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, assign_redis_int, NULL);
 
 	MarkGUCPrefixReserved("ratelimit");
 }

@@ -47,6 +47,7 @@ extern int	rl_redis_command_timeout;
 extern int	rl_redis_clock;
 extern int	rl_redis_probe_interval;
 extern double rl_hybrid_multiple;
+extern int	rl_redis_batch;
 
 extern void rl_guc_init(void);
 

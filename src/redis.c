@@ -68,7 +68,7 @@
 
 /* TTL slack after the state is back to a new key's (see docs/redis.md) */
 #define RL_REDIS_SLACK_CLOCK	"1000"	/* ms: calls on a real clock */
-#define RL_REDIS_SLACK_AT		"3600000"	/* ms: calls with an explicit "at" */
+#define RL_REDIS_SLACK_AT		"3600000"	/* ms: calls with "at" */
 
 typedef struct RlRedisShared
 {
@@ -150,8 +150,9 @@ call_failed(const char *fmt,...)
 	va_end(ap);
 }
 
-static inline void
-count(RlRedisCounter c)
+/* Add one to a counter of rl_redis_info(). */
+void
+rl_redis_count(RlRedisCounter c)
 {
 	if (rl_redis_shared)
 		pg_atomic_fetch_add_u64(&rl_redis_shared->counters[c], 1);
@@ -283,6 +284,7 @@ void
 rl_redis_config_changed(void)
 {
 	config_stale = true;
+	rl_batch_forget();
 }
 
 static void
@@ -506,7 +508,8 @@ wait_socket(RlRedisNode *node, uint32 event, TimestampTz deadline)
 
 		if (now >= deadline)
 			return false;
-		rc = WaitEventSetWait(node->wait, (long) ((deadline - now + 999) / 1000),
+		rc = WaitEventSetWait(node->wait,
+							  (long) ((deadline - now + 999) / 1000),
 							  &ev, 1, PG_WAIT_EXTENSION);
 		if (rc > 0 && (ev.events & WL_LATCH_SET))
 			ResetLatch(MyLatch);
@@ -638,7 +641,7 @@ node_connect(RlRedisNode *node, TimestampTz deadline, bool *fresh)
 		return true;
 
 	*fresh = true;
-	count(RL_REDIS_CONNECTS);
+	rl_redis_count(RL_REDIS_CONNECTS);
 	c = redisConnectNonBlock(node->host, node->port);
 	if (c == NULL)
 	{
@@ -921,21 +924,27 @@ error_is(const redisReply *r, const char *word)
 }
 
 /*
- * The name of the request's state hash, rl:{<namespace>:<algo>:<key>}
- * (the namespace is the database OID unless ratelimit.redis_namespace is
- * set); the sliding log's entries are that name plus ":log".
+ * The names of a state's keys, in fresh StringInfos: the hash
+ * rl:{<namespace>:<algo>:<key>} (the namespace is the database OID unless
+ * ratelimit.redis_namespace is set), and the sliding log's entry list, that
+ * name plus ":log".
  */
 static void
-key_name(StringInfo name, Oid dbid, RlAlgo algo, const char *key, int keylen)
+key_names(StringInfo hash, StringInfo log, Oid dbid, RlAlgo algo,
+		  const char *key, int keylen)
 {
-	appendStringInfoString(name, "rl:{");
+	initStringInfo(hash);
+	appendStringInfoString(hash, "rl:{");
 	if (rl_redis_namespace[0] != '\0')
-		appendStringInfoString(name, rl_redis_namespace);
+		appendStringInfoString(hash, rl_redis_namespace);
 	else
-		appendStringInfo(name, "%u", dbid);
-	appendStringInfo(name, ":%s:", algo_code[algo]);
-	appendBinaryStringInfo(name, key, keylen);
-	appendStringInfoChar(name, '}');
+		appendStringInfo(hash, "%u", dbid);
+	appendStringInfo(hash, ":%s:", algo_code[algo]);
+	appendBinaryStringInfo(hash, key, keylen);
+	appendStringInfoChar(hash, '}');
+	initStringInfo(log);
+	appendBinaryStringInfo(log, hash->data, hash->len);
+	appendStringInfoString(log, ":log");
 }
 
 /*
@@ -1012,7 +1021,7 @@ key_command(int slot, int argc, const char **argv, size_t *argvlen,
 
 		if (text != NULL && error_is(r, "NOSCRIPT"))
 		{
-			count(RL_REDIS_SCRIPT_LOADS);
+			rl_redis_count(RL_REDIS_SCRIPT_LOADS);
 			argv[0] = "EVAL";
 			argv[1] = text;
 			argvlen[0] = 4;
@@ -1027,7 +1036,7 @@ key_command(int slot, int argc, const char **argv, size_t *argvlen,
 				held_free();
 				return NULL;
 			}
-			count(RL_REDIS_REDIRECTS);
+			rl_redis_count(RL_REDIS_REDIRECTS);
 			if (error_is(r, "ASK"))
 				asking = target;
 			else if (topology == RL_TOPO_CLUSTER)
@@ -1089,11 +1098,7 @@ redis_call(const RlRequest *req, RlDecision *d)
 	RlRedisNode *node;
 	bool		ok;
 
-	initStringInfo(&hkey);
-	key_name(&hkey, req->dbid, req->algo, req->key, req->keylen);
-	initStringInfo(&lkey);
-	appendBinaryStringInfo(&lkey, hkey.data, hkey.len);
-	appendStringInfoString(&lkey, ":log");
+	key_names(&hkey, &lkey, req->dbid, req->algo, req->key, req->keylen);
 
 	if (req->at != RL_NO_TIME)
 		snprintf(at, sizeof(at), INT64_FORMAT, req->at);
@@ -1162,11 +1167,7 @@ rl_redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 
 		if (!all_algos && a != (int) algo)
 			continue;
-		initStringInfo(&hkey);
-		key_name(&hkey, dbid, (RlAlgo) a, key, keylen);
-		initStringInfo(&lkey);
-		appendBinaryStringInfo(&lkey, hkey.data, hkey.len);
-		appendStringInfoString(&lkey, ":log");
+		key_names(&hkey, &lkey, dbid, (RlAlgo) a, key, keylen);
 		argv[0] = "DEL";
 		argv[1] = hkey.data;
 		argv[2] = lkey.data;
@@ -1211,13 +1212,13 @@ failure(void)
 	uint64		last;
 	uint64		unwarned;
 
-	count(RL_REDIS_FAILURES);
+	rl_redis_count(RL_REDIS_FAILURES);
 	if (rl_redis_shared == NULL)
 		return;
 	was = pg_atomic_exchange_u64(&rl_redis_shared->open_until,
 								 (uint64) now + interval);
 	if (was == 0)
-		count(RL_REDIS_BREAKER_TRIPS);
+		rl_redis_count(RL_REDIS_BREAKER_TRIPS);
 
 	SpinLockAcquire(&rl_redis_shared->mutex);
 	rl_redis_shared->last_error_at = now;
@@ -1267,13 +1268,15 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 			uint64		next = (uint64) now +
 			(uint64) rl_redis_probe_interval * 1000;
 
-			/* open: fail fast, unless the interval is over and we win the
-			 * right to probe */
+			/*
+			 * Open: fail fast, unless the interval is over and this call
+			 * wins the right to probe.
+			 */
 			if ((uint64) now < until ||
 				!pg_atomic_compare_exchange_u64(&rl_redis_shared->open_until,
 												&until, next))
 			{
-				count(RL_REDIS_SKIPPED);
+				rl_redis_count(RL_REDIS_SKIPPED);
 				return RL_UNAVAILABLE;
 			}
 			probe = true;
@@ -1285,7 +1288,7 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 	if (script_text[0] == NULL)
 		scripts_build();
 
-	count(RL_REDIS_CALLS);
+	rl_redis_count(RL_REDIS_CALLS);
 	if (!redis_call(req, d))
 	{
 		failure();

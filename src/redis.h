@@ -22,12 +22,14 @@
 typedef enum RlRedisCounter
 {
 	RL_REDIS_CALLS,				/* decisions sent to Redis */
-	RL_REDIS_FAILURES,			/* of those, not decided (down, slow, error) */
+	RL_REDIS_FAILURES,			/* of those, not decided (down, slow,
+								 * error) */
 	RL_REDIS_SKIPPED,			/* not sent: the breaker was open */
 	RL_REDIS_BREAKER_TRIPS,		/* times the breaker opened */
 	RL_REDIS_CONNECTS,			/* connections opened */
 	RL_REDIS_REDIRECTS,			/* MOVED and ASK redirections followed */
 	RL_REDIS_SCRIPT_LOADS,		/* NOSCRIPT answered with EVAL */
+	RL_REDIS_BATCHED,			/* admitted from a local lease (batching) */
 	RL_REDIS_NCOUNTERS
 } RlRedisCounter;
 
@@ -57,6 +59,11 @@ extern RlStatus rl_redis_decide(const RlRequest *req, RlDecision *d);
 extern int64 rl_redis_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
 extern void rl_redis_stats(RlRedisStats *stats);
+extern void rl_redis_count(RlRedisCounter c);
+
+/* redis_batch.c */
+extern RlStatus rl_batch_decide(const RlRequest *req, RlDecision *d);
+extern void rl_batch_forget(void);
 extern uint16 rl_redis_slot(const char *key, size_t len);
 
 #endif							/* RL_REDIS_H */

@@ -1,0 +1,183 @@
+#!/bin/bash
+#
+# test/bench/redis.sh: the Redis backend benchmark.
+#
+# In one run, on a throwaway PostgreSQL server and a throwaway redis-server
+# (both on loopback, stopped at the end):
+#   1. rl_allow(token_bucket) through Redis: pgbench, prepared mode, random
+#      keys among RL_BENCH_KEYS;
+#   1b. the same with ratelimit.redis_batch = 100 (local batching);
+#   2. redis-benchmark running the very same EVALSHA (the script rl_allow
+#      uses, same arguments shape, random keys among as many) at the same
+#      concurrency: the ceiling for (1);
+#   3. rl_allow with Redis down and the circuit breaker open, and, for
+#      reference, rl_allow on the local backend: latency percentiles from
+#      pgbench's per-transaction log, at RL_BENCH_DOWN_CLIENTS.
+# Prints the figures and the ratio (1) / (2); writes test/bench/redis.md.
+#
+# Run as root (servers run as user postgres) or as a user who can run
+# initdb.  ratelimit must be installed (`make install`).
+#
+# Settings (environment):
+#   RL_BENCH_CLIENTS   concurrency of both clients            (8)
+#   RL_BENCH_KEYS      distinct keys                          (10000)
+#   RL_BENCH_SECONDS   seconds of each pgbench run            (10)
+#   RL_BENCH_DOWN_CLIENTS  concurrency of the latency runs     (2)
+#   RL_BENCH_REPORT    report file                            (test/bench/redis.md)
+#   PG_CONFIG          pg_config of the server                (pg_config)
+
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+PG_CONFIG=${PG_CONFIG:-pg_config}
+clients=${RL_BENCH_CLIENTS:-8}
+nkeys=${RL_BENCH_KEYS:-10000}
+seconds=${RL_BENCH_SECONDS:-10}
+report=${RL_BENCH_REPORT:-$here/redis.md}
+down_clients=${RL_BENCH_DOWN_CLIENTS:-2}
+bindir=$("$PG_CONFIG" --bindir)
+
+as_pg() {
+	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+free_port() {
+	perl -MIO::Socket::INET -e \
+		'print IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1", LocalPort => 0)->sockport'
+}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_redis_bench.XXXXXX")
+[ "$(id -u)" = 0 ] && chown postgres: "$tmp"
+data=$tmp/data
+rport=$(free_port)
+pport=$(free_port)
+
+cleanup() {
+	as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+	[ -f "$tmp/redis.pid" ] && kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+start_redis() {
+	as_pg redis-server --port "$rport" --bind 127.0.0.1 --save '' \
+		--appendonly no --dir "$tmp" --daemonize yes \
+		--pidfile "$tmp/redis.pid" --logfile "$tmp/redis.log"
+	for _ in $(seq 100); do
+		[ "$(redis-cli -p "$rport" PING 2>/dev/null)" = PONG ] && return
+		sleep 0.05
+	done
+	echo "redis-server did not start" >&2
+	exit 1
+}
+start_redis
+
+as_pg "$bindir/initdb" -D "$data" -A trust --no-sync >"$tmp/initdb.log" 2>&1
+cat >>"$data/postgresql.conf" <<EOF
+shared_preload_libraries = 'ratelimit'
+listen_addresses = ''
+unix_socket_directories = '$tmp'
+max_connections = 100
+ratelimit.backend = redis
+ratelimit.redis_nodes = '127.0.0.1:$rport'
+ratelimit.redis_probe_interval = 3600000
+EOF
+as_pg "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w -o "-p $pport" start >/dev/null
+psql_b() { as_pg "$bindir/psql" -X -q -At -h "$tmp" -p "$pport" -d postgres "$@"; }
+psql_b -c 'CREATE EXTENSION ratelimit'
+
+cat >"$tmp/allow.sql" <<'EOF'
+\set id random(1, :nkeys)
+SELECT rl_allow('k' || :id, 'token_bucket', 1000000);
+EOF
+chmod a+r "$tmp/allow.sql"
+
+pgb() {
+	local c=$1
+	shift
+	as_pg "$bindir/pgbench" -n -M prepared -c "$c" -j "$((c < 2 ? c : 2))" \
+		-T "$seconds" -D nkeys="$nkeys" -h "$tmp" -p "$pport" "$@" postgres
+}
+
+# pgbench with a per-transaction log: "tps p50 p99" (latencies in us)
+latency_run() {
+	local name=$1
+	shift
+	(cd "$tmp" && pgb "$down_clients" -f "$tmp/allow.sql" -l \
+		--log-prefix="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1)
+	cat "$tmp/$name".[0-9]* | awk '{print $3}' | sort -n >"$tmp/$name.lat"
+	awk -v tps="$(awk '/^tps = /{print int($3)}' "$tmp/$name.out" | tail -1)" \
+		'{v[NR] = $1} END {print tps, v[int(NR * 0.50) + 1], v[int(NR * 0.99) + 1]}' \
+		"$tmp/$name.lat"
+}
+
+echo "== 1. rl_allow through Redis ($clients clients, $nkeys keys, ${seconds}s)"
+pgb "$clients" -f "$tmp/allow.sql" >"$tmp/pgb1.out" 2>&1
+tps_pg=$(awk '/^tps = /{print int($3)}' "$tmp/pgb1.out" | tail -1)
+echo "   $tps_pg calls/s"
+
+echo "== 1b. the same with ratelimit.redis_batch = 100"
+PGOPTIONS='-c ratelimit.redis_batch=100' pgb "$clients" -f "$tmp/allow.sql" >"$tmp/pgb1b.out" 2>&1
+tps_batch=$(awk '/^tps = /{print int($3)}' "$tmp/pgb1b.out" | tail -1)
+echo "   $tps_batch calls/s"
+
+# the SHA1 of the token_bucket script, as rl_allow sends it
+dboid=$(psql_b -c "SELECT oid FROM pg_database WHERE datname = 'postgres'")
+timeout 5 redis-cli -p "$rport" MONITOR >"$tmp/monitor" 2>/dev/null &
+sleep 0.3
+psql_b -c "SELECT rl_allow('sha', 'token_bucket', 1000000)" >/dev/null
+sleep 0.3
+sha=$(grep -o '"EVALSHA" "[0-9a-f]*"' "$tmp/monitor" | head -1 | cut -d'"' -f4)
+kill %1 2>/dev/null || true
+[ -n "$sha" ] || { echo "could not capture the script's SHA1" >&2; exit 1; }
+
+echo "== 2. redis-benchmark, the same EVALSHA ($clients clients, $nkeys keys)"
+n=$((tps_pg * seconds))
+[ "$n" -ge 100000 ] || n=100000
+redis-benchmark -p "$rport" -c "$clients" -n "$n" -r "$nkeys" -q \
+	EVALSHA "$sha" 1 "rl:{$dboid:tb:k__rand_int__}" "" 1000000 1000000 1 \
+	1000000 1000 >"$tmp/rb.out" 2>&1
+tps_rb=$(tr '\r' '\n' <"$tmp/rb.out" | awk '/requests per second/{v=$(NF-5)} END{print int(v)}')
+echo "   $tps_rb calls/s"
+
+echo "== 3. rl_allow with Redis down, breaker open ($down_clients clients)"
+kill -9 "$(cat "$tmp/redis.pid")"
+rm -f "$tmp/redis.pid"
+psql_b -c "SELECT rl_allow('trip', 'token_bucket', 10)" >/dev/null 2>&1 || true
+read -r tps_down p50 p99 < <(latency_run down)
+echo "   $tps_down calls/s, latency p50 ${p50} us, p99 ${p99} us"
+skipped=$(psql_b -c 'SELECT skipped FROM rl_redis_info()')
+
+echo "== 4. rl_allow on the local backend, for reference ($down_clients clients)"
+read -r tps_local l50 l99 < <(PGOPTIONS='-c ratelimit.backend=local' latency_run local)
+echo "   $tps_local calls/s, latency p50 ${l50} us, p99 ${l99} us"
+
+ratio=$(awk -v a="$tps_pg" -v b="$tps_rb" 'BEGIN{printf "%.2f", a / b}')
+cpus=$(nproc)
+cat >"$report" <<EOF
+# Redis backend benchmark
+
+\`test/bench/redis.sh\`, $(date -u +%Y-%m-%d), $cpus CPUs, PostgreSQL
+$("$bindir/postgres" --version | awk '{print $3}'), $(redis-server --version | awk '{print $3}'),
+$clients clients, $nkeys keys, ${seconds} s per run; PostgreSQL, Redis and
+both clients on the same machine.
+
+| case | calls/s |
+|---|---|
+| rl_allow(token_bucket) through Redis (pgbench -M prepared) | $tps_pg |
+| redis-benchmark, the same EVALSHA | $tps_rb |
+| ratio (target >= 0.8) | $ratio |
+| rl_allow(token_bucket), ratelimit.redis_batch = 100 | $tps_batch |
+
+Latency at $down_clients clients (pgbench per-transaction log, round trip
+from the client included):
+
+| case | calls/s | p50 (us) | p99 (us) |
+|---|---|---|---|
+| rl_allow, Redis down, breaker open (target p99 < 1 ms) | $tps_down | $p50 | $p99 |
+| rl_allow, local backend (reference) | $tps_local | $l50 | $l99 |
+
+$skipped calls skipped Redis while the breaker was open.
+EOF
+echo "== ratio rl_allow / redis-benchmark: $ratio (target >= 0.8); breaker-open p99: ${p99} us (target < 1000)"
+echo "== report: $report"

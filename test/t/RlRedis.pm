@@ -1,0 +1,196 @@
+
+# Copyright: see the ratelimit project's LICENSE
+
+=pod
+
+=head1 NAME
+
+RlRedis - throwaway redis-server processes (single or a 3-master cluster)
+for the ratelimit TAP tests
+
+=head1 SYNOPSIS
+
+  use RlRedis;
+
+  my $redis = RlRedis->new;            # on a free loopback port
+  $redis->cli('PING');                 # redis-cli output, chomped
+  $redis->signal('STOP');              # hang it (SIGSTOP) ...
+  $redis->signal('CONT');
+  $redis->stop; $redis->start;         # restart on the same port
+
+  my @masters = RlRedis::cluster(3);   # --cluster-enabled, slots assigned
+
+=head1 DESCRIPTION
+
+Every server listens on 127.0.0.1 only, keeps nothing on disk (C<--save ''>,
+C<--appendonly no>) and lives in the test's tmp_check directory.  Servers
+still running when the test ends are killed.
+
+=cut
+
+package RlRedis;
+
+use strict;
+use warnings;
+
+use IO::Socket::INET;
+use IPC::Run;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my @ALL;
+
+# A TCP port nobody listens on right now.
+sub free_port
+{
+	my $s = IO::Socket::INET->new(
+		Listen    => 1,
+		LocalAddr => '127.0.0.1',
+		LocalPort => 0,
+		ReuseAddr => 1) or die "no free port: $!";
+	my $port = $s->sockport;
+	close $s;
+	return $port;
+}
+
+=pod
+
+=head2 RlRedis->new(args => [...])
+
+Start a redis-server on a free port, with extra command-line arguments.
+
+=cut
+
+sub new
+{
+	my ($class, %o) = @_;
+	my $port = free_port();
+	my $dir = "$PostgreSQL::Test::Utils::tmp_check/redis_$port";
+	mkdir $dir or die "mkdir $dir: $!";
+	my $self = bless { port => $port, dir => $dir, args => $o{args} // [] },
+	  $class;
+	push @ALL, $self;
+	$self->start;
+	return $self;
+}
+
+sub port { return $_[0]{port}; }
+sub addr { return "127.0.0.1:$_[0]{port}"; }
+
+sub start
+{
+	my ($self) = @_;
+	my $d = $self->{dir};
+	unlink "$d/redis.pid";    # a killed server leaves its own
+	delete $self->{pid};
+	system('redis-server', '--port', $self->{port}, '--bind', '127.0.0.1',
+		'--save', '', '--appendonly', 'no', '--dir', $d,
+		'--daemonize', 'yes', '--pidfile', "$d/redis.pid",
+		'--logfile', "$d/redis.log", @{ $self->{args} }) == 0
+	  or die "redis-server did not start";
+	for (1 .. 200)
+	{
+		if (!$self->{pid} && open my $fh, '<', "$d/redis.pid")
+		{
+			chomp($self->{pid} = <$fh>);
+		}
+		return if $self->{pid} && ($self->cli('PING') // '') =~ /PONG|NOAUTH/;
+		usleep(50_000);
+	}
+	die "redis-server on port $self->{port} does not answer";
+}
+
+=pod
+
+=head2 $r->cli(@args)
+
+Run redis-cli against the server; its output, chomped (undef on failure).
+
+=cut
+
+sub cli
+{
+	my ($self, @args) = @_;
+	my ($out, $err);
+	IPC::Run::run([ 'redis-cli', '-h', '127.0.0.1', '-p', $self->{port}, @args ],
+		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(20));
+	return undef unless defined $out;
+	chomp $out;
+	return $out;
+}
+
+# Send a signal (name without SIG) to the server.
+sub signal
+{
+	my ($self, $sig) = @_;
+	kill $sig, $self->{pid} if $self->{pid};
+	return;
+}
+
+=pod
+
+=head2 $r->stop / $r->kill9
+
+Stop the server and wait until it is gone (SIGTERM, or SIGKILL).
+
+=cut
+
+sub stop
+{
+	my ($self, $sig) = @_;
+	return unless $self->{pid};
+	kill 'CONT', $self->{pid};
+	kill $sig // 'TERM', $self->{pid};
+	for (1 .. 200)
+	{
+		last unless kill 0, $self->{pid};
+		usleep(50_000);
+	}
+	delete $self->{pid};
+	return;
+}
+
+sub kill9 { return $_[0]->stop('KILL'); }
+
+=pod
+
+=head2 RlRedis::cluster($n)
+
+Start $n masters with --cluster-enabled and join them into one cluster
+(slots spread evenly); returns them once every node reports cluster_state
+ok.
+
+=cut
+
+sub cluster
+{
+	my ($n) = @_;
+	my @nodes = map {
+		RlRedis->new(args => [ '--cluster-enabled', 'yes',
+				'--cluster-config-file', 'nodes.conf',
+				'--cluster-node-timeout', '5000' ])
+	} 1 .. $n;
+	my ($out, $err);
+	IPC::Run::run(
+		[ 'redis-cli', '--cluster', 'create', (map { $_->addr } @nodes),
+			'--cluster-replicas', '0', '--cluster-yes' ],
+		'<', \undef, '>', \$out, '2>', \$err, IPC::Run::timeout(60))
+	  or die "redis-cli --cluster create failed: $out $err";
+	for my $node (@nodes)
+	{
+		for (1 .. 200)
+		{
+			last if ($node->cli('CLUSTER', 'INFO') // '') =~ /cluster_state:ok/;
+			usleep(50_000);
+		}
+	}
+	return @nodes;
+}
+
+END
+{
+	$_->stop('KILL') for grep { $_->{pid} } @ALL;
+}
+
+1;
