@@ -106,7 +106,6 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 			return;
 	}
 
-	memset(&remote, 0, sizeof(remote));
 	if ((rl_redis_batch > 0 ? rl_batch_decide(req, &remote) :
 		 rl_redis_decide(req, &remote)) == RL_OK)
 		*d = remote;

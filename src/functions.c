@@ -514,6 +514,12 @@ rl_reset_all(PG_FUNCTION_ARGS)
 	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
 
 	rl_require_store();
+	/* EXECUTE is granted per database; the others are not its to reset */
+	if (all_databases && !superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to reset the limits of every database"),
+				 errhint("Only superusers may pass all_databases => true.")));
 	PG_RETURN_INT64(rl_store_reset_all(all_databases ? InvalidOid :
 									   MyDatabaseId));
 }

@@ -103,6 +103,16 @@ assign_redis_int(int newval, void *extra)
 }
 
 /*
+ * SHOW and pg_settings display a mask, never the password: monitoring roles
+ * (pg_read_all_settings) may read superuser-only settings.
+ */
+static const char *
+show_redis_password(void)
+{
+	return rl_redis_password && rl_redis_password[0] ? "********" : "";
+}
+
+/*
  * Define the settings (from _PG_init, while shared_preload_libraries is
  * being processed).
  */
@@ -181,7 +191,7 @@ rl_guc_init(void)
 							   &rl_redis_password,
 							   "",
 							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, assign_redis, NULL);
+							   NULL, assign_redis, show_redis_password);
 
 	DefineCustomStringVariable("ratelimit.redis_namespace",
 							   "Replaces the database OID in Redis key names.",

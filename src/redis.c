@@ -1254,6 +1254,9 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 	uint64		until = 0;
 	bool		probe = false;
 
+	/* a Redis decision fills only the reported fields */
+	memset(d, 0, sizeof(*d));
+
 	if (req->at != RL_NO_TIME && req->at < RL_REDIS_MIN_TIME)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
