@@ -95,6 +95,7 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 		local_decide(req, now, fail_mode, d);
 		return;
 	}
+	rl_redis_check_request(req);
 	if (backend == RL_BACKEND_HYBRID)
 	{
 		RlRequest	pre = *req;

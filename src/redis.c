@@ -1236,16 +1236,32 @@ failure(void)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("ratelimit: Redis is unavailable: %s", call_error),
-				 errdetail("%llu call(s) since the last warning were decided by \"ratelimit.fail_mode\"; Redis is probed again every %d ms.",
+				 errdetail("%llu call(s) to Redis failed since the last warning; while the circuit breaker is open, calls skip Redis (rl_redis_info() counts them) and \"ratelimit.fail_mode\" decides; Redis is probed again every %d ms.",
 						   (unsigned long long) unwarned,
 						   rl_redis_probe_interval)));
 	}
 }
 
 /*
+ * Refuse what the Redis scripts cannot decide exactly: an explicit "at"
+ * before RL_REDIS_MIN_TIME.  Called before anything is consumed (a hybrid
+ * pre-check included).
+ */
+void
+rl_redis_check_request(const RlRequest *req)
+{
+	if (req->at != RL_NO_TIME && req->at < RL_REDIS_MIN_TIME)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("\"at\" is out of range for the Redis backend"),
+				 errdetail("With \"ratelimit.backend\" = redis or hybrid, an explicit time must be after 1898-08-11 (2^51 microseconds before 1970).")));
+}
+
+/*
  * Decide the request in Redis.  RL_UNAVAILABLE when Redis cannot decide it
  * in time, or while the breaker is open (the caller applies fail_mode).
- * An explicit "at" before RL_REDIS_MIN_TIME is an error.
+ * An explicit "at" before RL_REDIS_MIN_TIME is an error
+ * (rl_redis_check_request).
  */
 RlStatus
 rl_redis_decide(const RlRequest *req, RlDecision *d)
@@ -1256,12 +1272,7 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 
 	/* a Redis decision fills only the reported fields */
 	memset(d, 0, sizeof(*d));
-
-	if (req->at != RL_NO_TIME && req->at < RL_REDIS_MIN_TIME)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("\"at\" is out of range for the Redis backend"),
-				 errdetail("With \"ratelimit.backend\" = redis or hybrid, an explicit time must be after 1898-08-11 (2^51 microseconds before 1970).")));
+	rl_redis_check_request(req);
 
 	if (rl_redis_shared != NULL)
 	{

@@ -55,6 +55,7 @@ extern void rl_redis_startup(void);
 extern void rl_redis_config_changed(void);
 extern bool rl_redis_parse_nodes(const char *spec, int *nnodes,
 								 char ***hosts, int **ports);
+extern void rl_redis_check_request(const RlRequest *req);
 extern RlStatus rl_redis_decide(const RlRequest *req, RlDecision *d);
 extern int64 rl_redis_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
