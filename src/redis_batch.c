@@ -181,6 +181,8 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 		 req->algo != RL_TOKEN_BUCKET))
 		return rl_redis_decide(req, d);
 
+	/* a lease's decision fills only the reported fields */
+	memset(d, 0, sizeof(*d));
 	now = rl_clock_now();
 	hash = hash_bytes_extended((const unsigned char *) req->key, req->keylen,
 							   ((uint64) req->dbid << 8) | req->algo);
