@@ -1,0 +1,515 @@
+#!/bin/bash
+#
+# test/bench/all.sh: every ratelimit benchmark in one command, a report and
+# a plot.
+#
+#   bash test/bench/all.sh        (as root, after `make install`)
+#
+# Three phases, each on its own throwaway servers, which it stops:
+#   1. sweep: run.sh over clients 1 2 4 8 16 x one hot key, 10,000 and
+#      1,000,000 keys x the floor, rl_allow token_bucket and
+#      sliding_window_log (local), the table-backed peer, and rl_allow
+#      token_bucket through Redis; one round of short runs;
+#   2. targets: run.sh at 4 clients on 10,000 keys and one hot key, 3
+#      rounds, for issue 2's target ratios (median of per-round ratios);
+#   3. redis: redis.sh, for issue 3's targets (rl_allow through Redis
+#      against redis-benchmark running the same script; latency with Redis
+#      down and the breaker open).
+# Then writes test/bench/report.md (targets met or not, tps tables, every
+# run), test/bench/throughput.png (throughput against clients, one panel per
+# key count, one line per case), test/bench/redis.md (redis.sh's report),
+# and replaces the "Benchmark" section of README.md with the latest
+# figures.  About 13 minutes on 2 CPUs.
+#
+# Needs: PostgreSQL 15 with pgbench and the server headers (for the floor
+# module), redis-server, redis-cli and redis-benchmark, gnuplot (installed
+# with apt-get when missing and running as root).
+#
+# Settings (environment):
+#   RL_BENCH_SWEEP_SECONDS   seconds per sweep run                     (5)
+#   RL_BENCH_SWEEP_CLIENTS   client counts of the sweep       (1 2 4 8 16)
+#   RL_BENCH_SWEEP_KEYS      key counts of the sweep   (1 10000 1000000)
+#   RL_BENCH_SWEEP_CASES     cases of the sweep
+#                   (floor token_bucket sliding_window_log table
+#                    redis_token_bucket)
+#   RL_BENCH_TARGET_SECONDS  seconds per target run                   (10)
+#   RL_BENCH_TARGET_ROUNDS   rounds of the target runs                 (3)
+#   RL_BENCH_REDIS_SECONDS   seconds per redis.sh run                 (10)
+#   RL_BENCH_PHASES          phases to run         (sweep targets redis)
+#   RL_BENCH_OUTDIR   where report.md, throughput.png, redis.md go
+#                                                          (test/bench)
+#   RL_BENCH_README   README to update, empty: none  (README.md at the root)
+#   PG_CONFIG, RL_BENCH_THREADS: passed to run.sh.
+# A failed phase is reported as such in the report; the README is then
+# left alone (as it is when a phase is not run) and the exit status is 1.
+
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+
+sweep_seconds=${RL_BENCH_SWEEP_SECONDS:-5}
+sweep_clients=${RL_BENCH_SWEEP_CLIENTS:-1 2 4 8 16}
+sweep_keys=${RL_BENCH_SWEEP_KEYS:-1 10000 1000000}
+sweep_cases=${RL_BENCH_SWEEP_CASES:-floor token_bucket sliding_window_log table redis_token_bucket}
+target_seconds=${RL_BENCH_TARGET_SECONDS:-10}
+target_rounds=${RL_BENCH_TARGET_ROUNDS:-3}
+redis_seconds=${RL_BENCH_REDIS_SECONDS:-10}
+phases=${RL_BENCH_PHASES:-sweep targets redis}
+outdir=${RL_BENCH_OUTDIR:-$here}
+readme=${RL_BENCH_README-$root/README.md}
+PG_CONFIG=${PG_CONFIG:-pg_config}
+export PG_CONFIG
+
+# The key count the target ratios are measured on, besides the hot key,
+# and their concurrency (issue 2).
+target_keys="10000 1"
+target_clients=4
+target_cases="floor token_bucket sliding_window_log table"
+# sliding_window_log's logs are filled before each run up to this many
+# keys: filling 1,000,000 logs of 100 entries (100 million calls) before
+# each run would take minutes, so with more keys they start nearly empty.
+prefill_max=10000
+# ratelimit.max_keys: token_bucket's and sliding_window_log's states on up
+# to 1,000,000 keys each (124 bytes a key), with room to spare.
+max_keys=3000000
+# redis.sh's concurrency and key count.
+redis_clients=8
+redis_keys=10000
+
+die() { echo "all.sh: $*" >&2; exit 1; }
+has_phase() { [[ " $phases " == *" $1 "* ]]; }
+
+# Prerequisites, checked before minutes of work.
+command -v "$PG_CONFIG" >/dev/null || die "no $PG_CONFIG: install postgresql-server-dev-15"
+bindir=$("$PG_CONFIG" --bindir)
+[ -x "$bindir/pgbench" ] || die "no pgbench in $bindir"
+[ -f "$("$PG_CONFIG" --pkglibdir)/ratelimit.so" ] ||
+	die "ratelimit is not installed: run 'make install' at $root first"
+for cmd in redis-server redis-cli redis-benchmark; do
+	command -v "$cmd" >/dev/null ||
+		die "no $cmd: install redis-server and redis-tools"
+done
+if ! command -v gnuplot >/dev/null; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		# with its recommended fonts, for the PNG's text
+		echo "== installing gnuplot-nox"
+		if ! { apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox >/dev/null; }; then
+			die "apt-get install gnuplot-nox failed"
+		fi
+	else
+		die "no gnuplot: install gnuplot-nox (or run as root)"
+	fi
+fi
+if gnuplot -e 'set terminal' 2>&1 | grep -q '^ *pngcairo '; then
+	term=pngcairo
+elif gnuplot -e 'set terminal' 2>&1 | grep -q '^ *png '; then
+	term=png
+else
+	die "gnuplot has neither the pngcairo nor the png terminal"
+fi
+mkdir -p "$outdir"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_bench_all.XXXXXX")
+child=
+viewer=
+
+# On any exit: stop the running phase (it stops its own servers and
+# removes its own directory) and remove ours.
+cleanup() {
+	status=$?
+	trap - EXIT INT TERM
+	if [ -n "$child" ]; then
+		kill -TERM "$child" 2>/dev/null || true
+		wait "$child" 2>/dev/null || true
+	fi
+	if [ -n "$viewer" ]; then
+		kill "$viewer" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Run a phase: its output to $tmp/NAME.log, shown as it grows, its exit
+# status in $tmp/NAME.status.  Run in the background and waited for, so
+# that a signal to this script stops it at once.
+run_phase() {
+	local name=$1 status=0
+	shift
+	echo
+	echo "==== $name: $*"
+	: >"$tmp/$name.log"
+	"$@" >>"$tmp/$name.log" 2>&1 &
+	child=$!
+	tail -n +1 -f --pid="$child" "$tmp/$name.log" &
+	viewer=$!
+	wait "$child" || status=$?
+	child=
+	wait "$viewer" || true	# it prints the rest and ends with the phase
+	viewer=
+	echo "$status" >"$tmp/$name.status"
+	if [ "$status" != 0 ]; then
+		echo "all.sh: phase $name failed (exit $status)" >&2
+	fi
+}
+phase_ok() { [ "$(cat "$tmp/$1.status" 2>/dev/null)" = 0 ]; }
+
+started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
+commit=$(git -c safe.directory="$root" -C "$root" describe --always --dirty 2>/dev/null ||
+	echo "no commit")
+t0=$SECONDS
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+if has_phase sweep; then
+	run_phase sweep env \
+		RL_BENCH_CLIENTS="$sweep_clients" RL_BENCH_KEYS="$sweep_keys" \
+		RL_BENCH_SECONDS="$sweep_seconds" RL_BENCH_ROUNDS=1 \
+		RL_BENCH_CASES="$sweep_cases" RL_BENCH_PREFILL_MAX="$prefill_max" \
+		RL_BENCH_WARM=1 RL_BENCH_MAX_KEYS="$max_keys" RL_BENCH_POOL_KB= \
+		RL_BENCH_CONF="shared_buffers = 512MB" \
+		RL_BENCH_REPORT="$tmp/sweep.md" RL_BENCH_DATA="$tmp/sweep" \
+		bash "$here/run.sh"
+fi
+if has_phase targets; then
+	run_phase targets env \
+		RL_BENCH_CLIENTS="$target_clients" RL_BENCH_KEYS="$target_keys" \
+		RL_BENCH_SECONDS="$target_seconds" RL_BENCH_ROUNDS="$target_rounds" \
+		RL_BENCH_CASES="$target_cases" RL_BENCH_PREFILL_MAX= \
+		RL_BENCH_WARM=1 RL_BENCH_MAX_KEYS= RL_BENCH_POOL_KB= \
+		RL_BENCH_CONF= \
+		RL_BENCH_REPORT="$tmp/targets.md" RL_BENCH_DATA="$tmp/targets" \
+		bash "$here/run.sh"
+fi
+if has_phase redis; then
+	run_phase redis env \
+		RL_BENCH_CLIENTS="$redis_clients" RL_BENCH_KEYS="$redis_keys" \
+		RL_BENCH_SECONDS="$redis_seconds" RL_BENCH_DOWN_CLIENTS=2 \
+		RL_BENCH_REPORT="$tmp/redis.md" \
+		bash "$here/redis.sh"
+fi
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+minutes=$(((SECONDS - t0 + 30) / 60))
+cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
+mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+machine="$(nproc) CPUs (${cpu:-unknown}), $mem, Linux $(uname -r)"
+busy=$(awk -v l="${load_before%% *}" -v p="$(nproc)" 'BEGIN { print (l > p / 4) ? 1 : "" }')
+
+# ---- the figures ----
+
+# What a case is called in the tables and the plot.
+case_label() {
+	case $1 in
+	floor) echo "floor (no-op C function)" ;;
+	token_bucket) echo "rl_allow token_bucket" ;;
+	fixed_window) echo "rl_allow fixed_window" ;;
+	sliding_window_log) echo "rl_allow sliding_window_log, limit 100" ;;
+	table) echo "table (plpgsql, UNLOGGED)" ;;
+	redis_token_bucket) echo "rl_allow token_bucket, Redis" ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# Issue 2's targets: "label|measured|target|verdict" lines from the target
+# runs' ratios ("clients keys name value target verdict").
+targets_rows() {
+	local c n name value target verdict what
+	phase_ok targets || return 0
+	while read -r c n name value target verdict; do
+		case $name in
+		token_bucket/floor) what="rl_allow / floor" ;;
+		token_bucket/table) what="rl_allow / table" ;;
+		sliding_window_log/floor) what="sliding_window_log (limit 100) / floor" ;;
+		*) what=$name ;;
+		esac
+		echo "2|$what, $(keys_label "$n"), $c clients|$value|>= $target|${verdict/_/ }"
+	done <"$tmp/targets/ratios"
+}
+
+# Issue 3's targets, from redis.sh's last lines:
+# "ratio rl_allow / redis-benchmark: R (target >= 0.8); breaker-open p99: P us".
+redis_ratio=
+redis_p99=
+if phase_ok redis; then
+	redis_ratio=$(sed -n 's/.*ratio rl_allow \/ redis-benchmark: \([0-9.]*\).*/\1/p' \
+		"$tmp/redis.log" | tail -n 1)
+	redis_p99=$(sed -n 's/.*breaker-open p99: \([0-9.]*\) us.*/\1/p' \
+		"$tmp/redis.log" | tail -n 1)
+fi
+redis_rows() {
+	local v
+	phase_ok redis || return 0
+	if [ -n "$redis_ratio" ]; then
+		v=$(awk -v r="$redis_ratio" 'BEGIN { print (r >= 0.8 ? "met" : "NOT MET") }')
+	else
+		v="see redis.md"
+	fi
+	echo "3|rl_allow through Redis / redis-benchmark running the same script, $(keys_label "$redis_keys"), $redis_clients clients|${redis_ratio:-?}|>= 0.8|$v"
+	if [ -n "$redis_p99" ]; then
+		v=$(awk -v p="$redis_p99" 'BEGIN { print (p < 1000 ? "met" : "NOT MET") }')
+	else
+		v="see redis.md"
+	fi
+	echo "3|p99 latency of rl_allow with Redis down and the breaker open, 2 clients|${redis_p99:-?} us|< 1000 us|$v"
+}
+
+# The targets as a markdown table.
+targets_table() {
+	echo "| issue | ratio or figure | measured | target | |"
+	echo "|---|---|---:|---:|---|"
+	{ targets_rows; redis_rows; } | while IFS='|' read -r issue what value target verdict; do
+		echo "| $issue | $what | $value | $target | $verdict |"
+	done
+}
+
+# The sweep's median tps: "clients keys case tps" lines.
+sweep_tps() {
+	awk -v c="$1" -v n="$2" -v k="$3" '$1 == c && $2 == n && $3 == k { printf "%.0f", $4 }' \
+		"$tmp/sweep/medians"
+}
+
+# tps by case and clients for one key count, as a markdown table.
+sweep_table() {
+	local n=$1 c case
+	printf "| %s |" "$(keys_label "$n")"
+	for c in $sweep_clients; do printf " %s |" "$c"; done
+	printf "\n|---|"
+	for c in $sweep_clients; do printf -- "---:|"; done
+	echo
+	for case in $sweep_cases; do
+		printf "| %s |" "$(case_label "$case")"
+		for c in $sweep_clients; do printf " %s |" "$(sweep_tps "$c" "$n" "$case")"; done
+		echo
+	done
+}
+
+largest=1
+for n in $sweep_keys; do
+	if [ "$n" -gt "$largest" ]; then largest=$n; fi
+done
+# The key count of the README's table: 10,000 when swept.
+readme_keys=${sweep_keys%% *}
+if [[ " $sweep_keys " == *" 10000 "* ]]; then readme_keys=10000; fi
+
+# The plot: one block per key count (see plot.gp).
+plot_ok=
+if phase_ok sweep; then
+	for n in $sweep_keys; do
+		printf "clients"
+		for case in $sweep_cases; do printf ' "%s"' "$(case_label "$case")"; done
+		echo
+		for c in $sweep_clients; do
+			printf "%s" "$c"
+			for case in $sweep_cases; do
+				v=$(sweep_tps "$c" "$n" "$case")
+				printf " %s" "${v:--}"
+			done
+			echo
+		done
+		printf "\n\n"
+	done >"$tmp/plot.dat"
+	ymax=$(awk '{ if ($4 > m) m = $4 } END { printf "%d", m * 1.1 + 1 }' "$tmp/sweep/medians")
+	titles="array titles[$(wc -w <<<"$sweep_keys")]"
+	i=0
+	for n in $sweep_keys; do
+		i=$((i + 1))
+		titles="$titles; titles[$i] = '$(keys_label "$n")'"
+	done
+	subtitle="$started_at, $(nproc) CPUs, $commit, ${sweep_seconds} s per run"
+	if gnuplot -e "data = '$tmp/plot.dat'; out = '$tmp/throughput.png'; \
+		term = '$term'; ncases = $(wc -w <<<"$sweep_cases"); ymax = $ymax; $titles; \
+		subtitle = '$subtitle'" "$here/plot.gp"; then
+		plot_ok=1
+		cp "$tmp/throughput.png" "$outdir/throughput.png"
+	else
+		echo "all.sh: gnuplot failed" >&2
+	fi
+fi
+
+# A report of run.sh or redis.sh as a section of ours: its title dropped,
+# its headings one level down, without the sections whose headings start
+# with the words given.
+embed() {
+	local file=$1
+	shift
+	awk -v skip="$*" '
+		BEGIN { n = split(skip, s, " ") }
+		/^# / { next }
+		/^## / {
+			drop = 0
+			for (i = 1; i <= n; i++)
+				if (index($0, s[i]) == 4) drop = 1
+		}
+		drop { next }
+		{ sub(/^##/, "###"); print }' "$file"
+}
+
+# Why a phase has no figures.
+phase_failed() {
+	if [ -f "$tmp/$1.status" ]; then
+		echo "**This phase failed (exit $(cat "$tmp/$1.status")); the end of its output:**"
+		echo
+		echo '```'
+		tail -n 15 "$tmp/$1.log"
+		echo '```'
+	else
+		echo "Not run (RL_BENCH_PHASES=\"$phases\")."
+	fi
+}
+
+{
+	echo "# ratelimit benchmark report"
+	echo
+	echo "Written by \`test/bench/all.sh\`, started $started_at, $minutes minutes."
+	echo
+	echo "| | |"
+	echo "|---|---|"
+	echo "| machine | $machine |"
+	echo "| load average | $load_before before, $load_after after |"
+	echo "| source | $commit |"
+	echo "| software | $("$bindir/postgres" --version), redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), pgbench on the same machine |"
+	echo
+	if [ -n "$busy" ]; then
+		echo "**The machine was busy with other work when this run started (load"
+		echo "average above): the figures are noisy.**"
+		echo
+	fi
+	echo "## Targets"
+	echo
+	echo "Issue 2's ratios: $target_rounds rounds of ${target_seconds} s runs at $target_clients clients, cases"
+	echo "interleaved, median of the per-round ratios (details below). Issue 3's:"
+	echo "\`test/bench/redis.sh\`, ${redis_seconds} s runs ([redis.md](redis.md))."
+	echo
+	targets_table
+	for p in targets redis; do
+		if ! phase_ok "$p"; then
+			echo
+			echo "No figures from the $p phase:"
+			echo
+			phase_failed "$p"
+		fi
+	done
+	echo
+	echo "## Throughput against clients"
+	echo
+	if phase_ok sweep; then
+		[ -n "$plot_ok" ] && echo "![throughput against clients](throughput.png)" && echo
+		echo "Median calls per second (pgbench \`-M prepared\`, one call per"
+		echo "transaction, ${sweep_seconds} s per run, one round: single runs, noisy)."
+		for n in $sweep_keys; do
+			echo
+			sweep_table "$n"
+		done
+		echo
+		echo "Notes:"
+		echo
+		echo "- Warm: before the runs each of the $(keys_label "$largest") got one call of"
+		echo "  the cases that keep state in PostgreSQL (token_bucket, table), so the"
+		echo "  figures are for existing keys, not their creation. Redis state cannot be"
+		echo "  warmed: a token_bucket key of 1000 per second expires about 1 s after its"
+		echo "  last call, so a key called less than once a second or so is created anew"
+		echo "  by most of its calls (on 1,000,000 keys, by nearly every call)."
+		echo "- sliding_window_log: before each run on up to $(keys_label "$prefill_max") every log"
+		echo "  is filled with 100 entries, in a window such that about half the calls"
+		echo "  are admitted (steady state)."
+		if [ "$largest" -gt "$prefill_max" ]; then
+			echo "  On $(keys_label "$largest") that prefill ($((largest / 10000)) million calls before"
+			echo "  each run) is skipped: the logs hold the few entries earlier runs left"
+			echo "  and every call is admitted, so that line measures sparse logs."
+		fi
+		echo "- Undecided calls (store full, Redis failed or skipped, decided by"
+		echo "  \`ratelimit.fail_mode\`) are counted per run below: they must be 0."
+		echo
+		echo "### Sweep settings and every run"
+		echo
+		echo "As \`run.sh\` reported it. Its ratios are single runs at every"
+		echo "concurrency; the targets above come from the target runs."
+		echo
+		embed "$tmp/sweep.md" "Throughput"
+	else
+		phase_failed sweep
+	fi
+	echo
+	echo "## The target runs"
+	echo
+	if phase_ok targets; then
+		embed "$tmp/targets.md"
+	else
+		phase_failed targets
+	fi
+	echo
+	echo "## The Redis benchmark (redis.sh)"
+	echo
+	if phase_ok redis; then
+		embed "$tmp/redis.md"
+	else
+		phase_failed redis
+	fi
+} | cat -s >"$tmp/report.md"
+cp "$tmp/report.md" "$outdir/report.md"
+if phase_ok redis; then
+	cp "$tmp/redis.md" "$outdir/redis.md"
+fi
+
+failed=
+for p in $phases; do phase_ok "$p" || failed="$failed $p"; done
+
+# The README's "Benchmark" section, up to the next "## " heading: the
+# targets, the 10,000-key table, the plot, how to run.
+if [ -n "$readme" ] && [ -z "$failed" ] && has_phase sweep && has_phase targets &&
+	has_phase redis && grep -q '^## Benchmark$' "$readme"; then
+	rel=$(realpath --relative-to="$(dirname "$readme")" "$outdir")
+	{
+		echo "## Benchmark"
+		echo
+		echo "\`bash test/bench/all.sh\` (as root, after \`make install\`; $minutes minutes"
+		echo "here) runs every benchmark in one go: pgbench in prepared mode"
+		echo "against rl_allow (local and Redis backends), a no-op C function with the"
+		echo "same signature (the floor) and a token bucket written in plpgsql on an"
+		echo "UNLOGGED table (the peer), 1 to 16 clients, one hot key, 10,000 and"
+		echo "1,000,000 keys. It writes [the report]($rel/report.md) and the plot, and"
+		echo "updates this section."
+		echo
+		echo "Latest run: $started_at, $commit, on $machine."
+		if [ -n "$busy" ]; then
+			echo "The machine was busy with other work: the figures are noisy."
+		fi
+		echo
+		targets_table
+		echo
+		echo "Calls per second, ${sweep_seconds} s runs:"
+		echo
+		sweep_table "$readme_keys"
+		echo
+		echo "![throughput]($rel/throughput.png)"
+		echo
+		echo "\`test/bench/run.sh\` runs any subset (\`RL_BENCH_CLIENTS\`, \`RL_BENCH_KEYS\`,"
+		echo "\`RL_BENCH_CASES\`, \`RL_BENCH_SECONDS\`, \`RL_BENCH_ROUNDS\`: see its header);"
+		echo "\`test/bench/redis.sh\` the Redis comparison alone."
+	} >"$tmp/section.md"
+	awk -v section="$tmp/section.md" '
+		/^## Benchmark$/ {
+			while ((getline line < section) > 0) print line
+			skip = 1
+			next
+		}
+		skip && /^## / { skip = 0; print "" }
+		!skip' "$readme" >"$tmp/README.md"
+	cat "$tmp/README.md" >"$readme"
+	echo "== README: $readme, section \"Benchmark\" updated"
+fi
+
+echo
+echo "== targets"
+targets_table
+echo
+echo "== report: $outdir/report.md"
+[ -n "$plot_ok" ] && echo "== plot:   $outdir/throughput.png"
+if [ -n "$failed" ]; then
+	die "failed:$failed (see the report)"
+fi
