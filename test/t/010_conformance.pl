@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # Conformance: long random call sequences replayed through rl_check, every
 # output field compared with the reference model of the semantics spec
 # (RlModel.pm).  The seed is printed; RL_SEED=<n> replays a failing run,

@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # Concurrency: many sessions hammering one key never admit more than the
 # limit.  pgbench runs 8 clients that each try 150 times to take one unit of
 # a limit of 500 per day and record every admission in a table; the count of

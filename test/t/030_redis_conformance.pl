@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # Conformance on the Redis backend: the random call sequences of
 # 010_conformance.pl replayed through Lua scripts in a real redis-server,
 # every output field compared with the reference model.  Then what Redis
@@ -21,18 +18,13 @@ use RlRedis;
 
 my $redis = RlRedis->new;
 
-my $node = PostgreSQL::Test::Cluster->new('redis_conformance');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
+my $node = RlRedis::pg_node('redis_conformance', qq{
 ratelimit.backend = redis
 ratelimit.redis_nodes = '${\ $redis->addr}'
 ratelimit.redis_command_timeout = 5000
 ratelimit.fail_mode = closed
 log_statement = none
 });
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 
 my $seed = $ENV{RL_SEED} // 20260101;

@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # The Redis backend when Redis misbehaves: NOSCRIPT after SCRIPT FLUSH, a
 # restart under an idle connection, Redis killed or stopped (SIGSTOP) with
 # each fail_mode, the circuit breaker and its probe, warnings at a bounded
@@ -22,11 +19,7 @@ use RlRedis;
 
 my $redis = RlRedis->new;
 
-my $node = PostgreSQL::Test::Cluster->new('redis_failures');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
+my $node = RlRedis::pg_node('redis_failures', qq{
 ratelimit.backend = redis
 ratelimit.redis_nodes = '${\ $redis->addr}'
 ratelimit.redis_connect_timeout = 100
@@ -34,7 +27,6 @@ ratelimit.redis_command_timeout = 100
 ratelimit.redis_probe_interval = 500
 max_connections = 40
 });
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 
 sub info

@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # The Redis backend against a real Redis Cluster of three masters: slot
 # routing from one seed node, conformance across slots, a concurrency check
 # on one key, and a live slot migration followed through ASK and MOVED
@@ -21,18 +18,13 @@ use RlRedis;
 
 my @masters = RlRedis::cluster(3);
 
-my $node = PostgreSQL::Test::Cluster->new('redis_cluster');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
+my $node = RlRedis::pg_node('redis_cluster', qq{
 ratelimit.backend = redis
 ratelimit.redis_nodes = '${\ $masters[0]->addr}'
 ratelimit.redis_command_timeout = 5000
 ratelimit.fail_mode = closed
 max_connections = 40
 });
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 my $dboid = $node->safe_psql('postgres',
 	"SELECT oid FROM pg_database WHERE datname = 'postgres'");

@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # Two PostgreSQL servers sharing one Redis: the redis backend enforces one
 # global limit across them; hybrid puts a local pre-check of
 # ratelimit.hybrid_multiple times the limit in front of Redis, so a flood
@@ -23,11 +20,7 @@ my $redis = RlRedis->new;
 my @pg;
 for my $name (qw(hybrid_a hybrid_b))
 {
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf(
-		'postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
+	my $node = RlRedis::pg_node($name, qq{
 ratelimit.backend = hybrid
 ratelimit.hybrid_multiple = 2
 ratelimit.redis_nodes = '${\ $redis->addr}'
@@ -35,7 +28,6 @@ ratelimit.redis_namespace = 'shared'
 ratelimit.redis_command_timeout = 2000
 ratelimit.redis_probe_interval = 100
 });
-	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 	push @pg, $node;
 }

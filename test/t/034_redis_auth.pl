@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # Connection settings of the Redis backend: a password (never shown to
 # ordinary roles, never echoed in errors or the log), an ACL user limited to
 # the extension's keys, a database number, and the clock source.
@@ -21,18 +18,13 @@ my $redis = RlRedis->new(args => [ '--requirepass', $secret ]);
 $redis->cli('-a', $secret, '--no-auth-warning', 'ACL', 'SETUSER', 'limiter',
 	'on', '>limiter-pw', '~rl:*', '+@all');
 
-my $node = PostgreSQL::Test::Cluster->new('redis_auth');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
+my $node = RlRedis::pg_node('redis_auth', qq{
 ratelimit.backend = redis
 ratelimit.redis_nodes = '${\ $redis->addr}'
 ratelimit.redis_probe_interval = 1
 ratelimit.fail_mode = closed
 log_statement = none
 });
-$node->start;
 $node->safe_psql('postgres',
 	'CREATE EXTENSION ratelimit; CREATE ROLE app LOGIN');
 

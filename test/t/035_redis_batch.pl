@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # Local batching (ratelimit.redis_batch): a backend takes a lease of N units
 # from Redis and admits the next calls from it.  Checks that most calls stay
 # local, the precision bounds of docs/redis.md under 4 concurrent sessions
@@ -22,11 +19,7 @@ use RlRedis;
 my $redis = RlRedis->new;
 my $N = 10;    # the batch
 
-my $node = PostgreSQL::Test::Cluster->new('redis_batch');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
+my $node = RlRedis::pg_node('redis_batch', qq{
 ratelimit.backend = redis
 ratelimit.redis_nodes = '${\ $redis->addr}'
 ratelimit.redis_batch = $N
@@ -36,7 +29,6 @@ ratelimit.redis_probe_interval = 1
 max_connections = 40
 log_statement = none
 });
-$node->start;
 $node->safe_psql('postgres',
 	'CREATE EXTENSION ratelimit; CREATE TABLE admitted (algo text)');
 

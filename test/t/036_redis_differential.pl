@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 # Differential test of the two backends at the edges of the ranges: random
 # call sequences with limits and bursts up to 2^63 - 1, windows up to 100
 # years, times from 1898 to 36000 years ahead, costs up to the capacity and
@@ -27,18 +24,13 @@ diag("RL_SEED=$seed ($ncalls calls per algorithm)");
 srand($seed);
 
 my $redis = RlRedis->new;
-my $node = PostgreSQL::Test::Cluster->new('redis_differential');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
+my $node = RlRedis::pg_node('redis_differential', qq{
 ratelimit.max_keys = 20000
 ratelimit.redis_nodes = '${\ $redis->addr}'
 ratelimit.redis_command_timeout = 5000
 ratelimit.fail_mode = closed
 log_statement = none
 });
-$node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 
 # powers of two as exact integers (a Perl float would print rounded)

@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 =pod
 
 =head1 NAME

@@ -1,6 +1,3 @@
-
-# Copyright: see the ratelimit project's LICENSE
-
 =pod
 
 =head1 NAME
@@ -20,6 +17,9 @@ for the ratelimit TAP tests
 
   my @masters = RlRedis::cluster(3);   # --cluster-enabled, slots assigned
 
+  # a started PostgreSQL node with ratelimit preloaded and these settings
+  my $node = RlRedis::pg_node('name', qq{ratelimit.backend = redis ...});
+
 =head1 DESCRIPTION
 
 Every server listens on 127.0.0.1 only, keeps nothing on disk (C<--save ''>,
@@ -35,6 +35,7 @@ use warnings;
 
 use IO::Socket::INET;
 use IPC::Run;
+use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
@@ -191,6 +192,20 @@ sub cluster
 END
 {
 	$_->stop('KILL') for grep { $_->{pid} } @ALL;
+}
+
+# A started PostgreSQL node with ratelimit preloaded and the given
+# postgresql.conf lines (the backend, the Redis nodes, timeouts...).
+sub pg_node
+{
+	my ($name, $conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'ratelimit'\n$conf");
+	$node->start;
+	return $node;
 }
 
 1;
