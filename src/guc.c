@@ -35,7 +35,7 @@ int			rl_redis_probe_interval = 1000;	/* ms */
 double		rl_hybrid_multiple = 2.0;
 int			rl_redis_batch = 0;	/* units; 0 = exact */
 
-static const struct config_enum_entry backend_options[] = {
+const struct config_enum_entry rl_backend_options[] = {
 	{"local", RL_BACKEND_LOCAL, false},
 	{"redis", RL_BACKEND_REDIS, false},
 	{"hybrid", RL_BACKEND_HYBRID, false},
@@ -48,7 +48,7 @@ static const struct config_enum_entry redis_clock_options[] = {
 	{NULL, 0, false}
 };
 
-static const struct config_enum_entry fail_mode_options[] = {
+const struct config_enum_entry rl_fail_mode_options[] = {
 	{"open", RL_FAIL_OPEN, false},
 	{"closed", RL_FAIL_CLOSED, false},
 	{"local", RL_FAIL_LOCAL, false},
@@ -139,7 +139,7 @@ rl_guc_init(void)
 							 "What to decide when the limiter cannot track or reach a key's state.",
 							 "open allows the call, closed denies it, local decides it in shared memory (Redis backend only).",
 							 &rl_fail_mode,
-							 RL_FAIL_OPEN, fail_mode_options,
+							 RL_FAIL_OPEN, rl_fail_mode_options,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 
@@ -157,7 +157,7 @@ rl_guc_init(void)
 							 "Where decisions are made: local shared memory, Redis, or both.",
 							 "hybrid checks a local limit of ratelimit.hybrid_multiple times the limit first, then asks Redis.",
 							 &rl_backend,
-							 RL_BACKEND_LOCAL, backend_options,
+							 RL_BACKEND_LOCAL, rl_backend_options,
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 

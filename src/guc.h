@@ -8,6 +8,8 @@
 #ifndef RL_GUC_H
 #define RL_GUC_H
 
+#include "utils/guc.h"
+
 typedef enum RlFailMode
 {
 	RL_FAIL_OPEN,				/* allow what cannot be decided */
@@ -48,6 +50,10 @@ extern int	rl_redis_clock;
 extern int	rl_redis_probe_interval;
 extern double rl_hybrid_multiple;
 extern int	rl_redis_batch;
+
+/* the values of ratelimit.backend and ratelimit.fail_mode (policy.c too) */
+extern const struct config_enum_entry rl_backend_options[];
+extern const struct config_enum_entry rl_fail_mode_options[];
 
 extern void rl_guc_init(void);
 

@@ -30,6 +30,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "storage/sinval.h"
 #include "utils/inval.h"
@@ -57,40 +58,33 @@ policy_inval(Datum arg, Oid relid)
 		policy_cache_valid = false;
 }
 
-/* The backend / fail_mode named in a policy row; RL_SETTING if NULL. */
+/*
+ * A policy's backend or fail_mode column: one of the values of the setting
+ * of the same name, or NULL (RL_SETTING: use the setting).
+ */
 static int
-policy_backend(const char *name)
+policy_option(Datum value, bool isnull, const char *column,
+			  const struct config_enum_entry *options)
 {
-	if (name == NULL)
-		return RL_SETTING;
-	if (strcmp(name, "local") == 0)
-		return RL_BACKEND_LOCAL;
-	if (strcmp(name, "redis") == 0)
-		return RL_BACKEND_REDIS;
-	if (strcmp(name, "hybrid") == 0)
-		return RL_BACKEND_HYBRID;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown backend \"%s\"", name),
-			 errhint("Valid backends are local, redis and hybrid, or NULL for ratelimit.backend.")));
-	return RL_SETTING;			/* keep compiler quiet */
-}
+	const struct config_enum_entry *o;
+	char	   *name;
+	StringInfoData valid;
 
-static int
-policy_fail_mode(const char *name)
-{
-	if (name == NULL)
+	if (isnull)
 		return RL_SETTING;
-	if (strcmp(name, "open") == 0)
-		return RL_FAIL_OPEN;
-	if (strcmp(name, "closed") == 0)
-		return RL_FAIL_CLOSED;
-	if (strcmp(name, "local") == 0)
-		return RL_FAIL_LOCAL;
+	name = TextDatumGetCString(value);
+	for (o = options; o->name != NULL; o++)
+		if (strcmp(o->name, name) == 0)
+			return o->val;
+
+	initStringInfo(&valid);
+	for (o = options; o->name != NULL; o++)
+		appendStringInfo(&valid, "%s, ", o->name);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unknown fail_mode \"%s\"", name),
-			 errhint("Valid fail modes are open, closed and local, or NULL for ratelimit.fail_mode.")));
+			 errmsg("unknown %s \"%s\"", column, name),
+			 errhint("Valid values are %sor NULL for ratelimit.%s.",
+					 valid.data, column)));
 	return RL_SETTING;			/* keep compiler quiet */
 }
 
@@ -132,10 +126,10 @@ policy_from_row(Datum *values, bool *nulls, RlPolicy *pol)
 	if (!nulls[4])
 		pol->params.burst = DatumGetInt64(values[4]);
 	rl_params_check(pol->algo, &pol->params, !nulls[4]);
-	pol->backend = policy_backend(nulls[6] ? NULL :
-								  TextDatumGetCString(values[6]));
-	pol->fail_mode = policy_fail_mode(nulls[7] ? NULL :
-									  TextDatumGetCString(values[7]));
+	pol->backend = policy_option(values[6], nulls[6], "backend",
+								 rl_backend_options);
+	pol->fail_mode = policy_option(values[7], nulls[7], "fail_mode",
+								   rl_fail_mode_options);
 	pol->shadow = DatumGetBool(values[8]);
 }
 
