@@ -27,32 +27,29 @@ SELECT CASE WHEN r.allowed THEN 200 ELSE 429 END AS status,
 FROM rl_check('tenant:42:user:7:GET /orders', 'token_bucket', 5) r;
 
 \echo
-\echo '3. A tenant quota enforced where the data lives: at most 3 orders per'
-\echo '   tenant per minute, checked by the function that inserts them.'
+\echo '3. A tenant quota enforced where the data lives: a policy (data, changed'
+\echo '   without restarts) and a trigger.  At most 3 orders per tenant per minute.'
+INSERT INTO rl_policy (name, algo, "limit", per)
+VALUES ('orders_per_tenant', 'sliding_window_log', 3, '1 minute');
 CREATE TABLE orders (id serial PRIMARY KEY, tenant int, item text);
-CREATE FUNCTION place_order(p_tenant int, p_item text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-	d rl_decision;
-BEGIN
-	SELECT * INTO d FROM rl_check('orders:tenant:' || p_tenant,
-		'sliding_window_log', 3, '1 minute');
-	IF NOT d.allowed THEN
-		RAISE EXCEPTION 'order quota exceeded for tenant %', p_tenant
-			USING ERRCODE = 'P0001',
-				  HINT = format('Retry after %s seconds.', ceil(d.retry_after));
-	END IF;
-	INSERT INTO orders (tenant, item) VALUES (p_tenant, p_item);
-	RETURN format('order placed (%s left this minute)', d.remaining);
-END $$;
-SELECT place_order(1, 'apple');
-SELECT place_order(1, 'pear');
-SELECT place_order(2, 'plum');
-SELECT place_order(1, 'fig');
+CREATE TRIGGER orders_quota BEFORE INSERT ON orders FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('orders_per_tenant', 'tenant');
+INSERT INTO orders (tenant, item) VALUES (1, 'apple'), (1, 'pear'), (2, 'plum'), (1, 'fig');
 \set ON_ERROR_STOP 0
-SELECT place_order(1, 'kiwi');
+\set VERBOSITY verbose
+INSERT INTO orders (tenant, item) VALUES (1, 'kiwi');
+\set VERBOSITY default
 \set ON_ERROR_STOP 1
+\echo '   A rolled-back insert gives its quota back:'
+BEGIN;
+INSERT INTO orders (tenant, item) VALUES (2, 'lime'), (2, 'date');
+ROLLBACK;
+INSERT INTO orders (tenant, item) VALUES (2, 'lime'), (2, 'date');
 SELECT tenant, count(*) AS orders FROM orders GROUP BY tenant ORDER BY tenant;
+\echo '   Raising the limit is an UPDATE; it applies at the next insert:'
+UPDATE rl_policy SET "limit" = 4 WHERE name = 'orders_per_tenant';
+INSERT INTO orders (tenant, item) VALUES (1, 'kiwi');
+SELECT policy, allowed, denied FROM rl_stats WHERE policy = 'orders_per_tenant';
 
 \echo
 \echo '4. The five algorithms side by side: 4 per second, 6 calls 100 ms apart'
