@@ -14,6 +14,9 @@
 #      reference, rl_allow on the local backend: latency percentiles from
 #      pgbench's per-transaction log, at RL_BENCH_DOWN_CLIENTS.
 # Prints the figures and the ratio (1) / (2); writes test/bench/redis.md.
+# With 2 CPUs or more, redis-server runs pinned to CPU 0 and everything
+# else (PostgreSQL, pgbench, redis-benchmark) to the others, as if Redis had
+# a machine of its own: both sides of the comparison run that way.
 #
 # Run as root (servers run as user postgres) or as a user who can run
 # initdb.  ratelimit must be installed (`make install`).
@@ -24,6 +27,9 @@
 #   RL_BENCH_SECONDS   seconds of each pgbench run            (10)
 #   RL_BENCH_DOWN_CLIENTS  concurrency of the latency runs     (2)
 #   RL_BENCH_REPORT    report file                            (test/bench/redis.md)
+#   RL_BENCH_PIN       1: redis-server on CPU 0, everything else on the
+#                      other CPUs, as if Redis had its own machine (1 when
+#                      there are 2 CPUs or more; 0: no pinning)
 #   PG_CONFIG          pg_config of the server                (pg_config)
 
 set -euo pipefail
@@ -36,6 +42,15 @@ seconds=${RL_BENCH_SECONDS:-10}
 report=${RL_BENCH_REPORT:-$here/redis.md}
 down_clients=${RL_BENCH_DOWN_CLIENTS:-2}
 bindir=$("$PG_CONFIG" --bindir)
+ncpu=$(nproc)
+pin=${RL_BENCH_PIN:-$([ "$ncpu" -ge 2 ] && echo 1 || echo 0)}
+# command prefixes pinning to Redis's CPU, or to the others
+on_redis=()
+on_clients=()
+if [ "$pin" = 1 ]; then
+	on_redis=(taskset -c 0)
+	on_clients=(taskset -c "1-$((ncpu - 1))")
+fi
 
 as_pg() {
 	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
@@ -60,7 +75,7 @@ cleanup() {
 trap cleanup EXIT
 
 start_redis() {
-	as_pg redis-server --port "$rport" --bind 127.0.0.1 --save '' \
+	as_pg "${on_redis[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' \
 		--appendonly no --dir "$tmp" --daemonize yes \
 		--pidfile "$tmp/redis.pid" --logfile "$tmp/redis.log"
 	for _ in $(seq 100); do
@@ -82,7 +97,7 @@ ratelimit.backend = redis
 ratelimit.redis_nodes = '127.0.0.1:$rport'
 ratelimit.redis_probe_interval = 3600000
 EOF
-as_pg "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w -o "-p $pport" start >/dev/null
+as_pg "${on_clients[@]}" "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w -o "-p $pport" start >/dev/null
 psql_b() { as_pg "$bindir/psql" -X -q -At -h "$tmp" -p "$pport" -d postgres "$@"; }
 psql_b -c 'CREATE EXTENSION ratelimit'
 
@@ -95,7 +110,7 @@ chmod a+r "$tmp/allow.sql"
 pgb() {
 	local c=$1
 	shift
-	as_pg "$bindir/pgbench" -n -M prepared -c "$c" -j "$((c < 2 ? c : 2))" \
+	as_pg "${on_clients[@]}" "$bindir/pgbench" -n -M prepared -c "$c" -j "$((c < 2 ? c : 2))" \
 		-T "$seconds" -D nkeys="$nkeys" -h "$tmp" -p "$pport" "$@" postgres
 }
 
@@ -134,7 +149,7 @@ kill %1 2>/dev/null || true
 echo "== 2. redis-benchmark, the same EVALSHA ($clients clients, $nkeys keys)"
 n=$((tps_pg * seconds))
 [ "$n" -ge 100000 ] || n=100000
-redis-benchmark -p "$rport" -c "$clients" -n "$n" -r "$nkeys" -q \
+"${on_clients[@]}" redis-benchmark -p "$rport" -c "$clients" -n "$n" -r "$nkeys" -q \
 	EVALSHA "$sha" 1 "rl:{$dboid:tb:k__rand_int__}" "" 1000000 1000000 1 \
 	1000000 1000 >"$tmp/rb.out" 2>&1
 tps_rb=$(tr '\r' '\n' <"$tmp/rb.out" | awk '/requests per second/{v=$(NF-5)} END{print int(v)}')
