@@ -167,7 +167,7 @@ echo "== 4. rl_allow on the local backend, for reference ($down_clients clients)
 read -r tps_local l50 l99 < <(PGOPTIONS='-c ratelimit.backend=local' latency_run local)
 echo "   $tps_local calls/s, latency p50 ${l50} us, p99 ${l99} us"
 
-ratio=$(awk -v a="$tps_pg" -v b="$tps_rb" 'BEGIN{printf "%.2f", a / b}')
+ratio=$(awk -v a="$tps_pg" -v b="$tps_rb" 'BEGIN{printf "%.3f", a / b}')
 cpus=$(nproc)
 cat >"$report" <<EOF
 # Redis backend benchmark
