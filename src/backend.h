@@ -52,6 +52,10 @@ typedef enum RlStatus
 	RL_UNAVAILABLE				/* remote backend down, slow or failing */
 } RlStatus;
 
+/* dispatch.c: the request's backend and fail mode, its policy's or the setting's */
+extern int	rl_request_backend(const RlRequest *req);
+extern int	rl_request_fail_mode(const RlRequest *req);
+
 /* dispatch.c: decide with the configured backend and failure policy */
 extern void rl_decide(const RlRequest *req, RlDecision *d);
 extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);

@@ -119,6 +119,18 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 		rl_fail_decision(req, now, fail_mode == RL_FAIL_OPEN, d);
 }
 
+int
+rl_request_backend(const RlRequest *req)
+{
+	return req->backend == RL_SETTING ? rl_backend : req->backend;
+}
+
+int
+rl_request_fail_mode(const RlRequest *req)
+{
+	return req->fail_mode == RL_SETTING ? rl_fail_mode : req->fail_mode;
+}
+
 /*
  * Decide one request with its policy's backend and fail mode, or the
  * settings'.  The clock is read once here, before any lock.  A shadow
@@ -130,10 +142,7 @@ rl_decide(const RlRequest *req, RlDecision *d)
 	int64		now = rl_clock_now();
 
 	memset(d, 0, sizeof(*d));
-	decide(req, now,
-		   req->backend == RL_SETTING ? rl_backend : req->backend,
-		   req->fail_mode == RL_SETTING ? rl_fail_mode : req->fail_mode,
-		   d);
+	decide(req, now, rl_request_backend(req), rl_request_fail_mode(req), d);
 	apply_shadow(req, d);
 	rl_stats_count(req, d);
 }
@@ -166,17 +175,12 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 
 	for (i = 0; i < n; i++)
 	{
-		int			backend = reqs[i].backend == RL_SETTING ? rl_backend :
-			reqs[i].backend;
-		int			fail_mode = reqs[i].fail_mode == RL_SETTING ?
-			rl_fail_mode : reqs[i].fail_mode;
-
-		if (backend != RL_BACKEND_LOCAL)
+		if (rl_request_backend(&reqs[i]) != RL_BACKEND_LOCAL)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("all-or-nothing checks need the local backend"),
 					 errdetail("Key %d would be decided by Redis.", i + 1)));
-		fail_open[i] = fail_mode != RL_FAIL_CLOSED;
+		fail_open[i] = rl_request_fail_mode(&reqs[i]) != RL_FAIL_CLOSED;
 		memset(&ds[i], 0, sizeof(RlDecision));
 	}
 

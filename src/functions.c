@@ -233,12 +233,15 @@ rl_check_policy(PG_FUNCTION_ARGS)
 /* ---- all or nothing across keys ---- */
 
 /*
- * Requests for rl_allow_all / rl_check_all (keys text[], policies text[],
+ * Decide rl_allow_all / rl_check_all (keys text[], policies text[],
  * costs bigint[] DEFAULT NULL, at DEFAULT NULL): keys[i] under
- * policies[i], with costs[i] if given.  Returns the count.
+ * policies[i], with costs[i] if given, all or nothing.  Fills reqs and ds,
+ * points *keys and *policies at the arrays' elements, and returns the
+ * count; *all tells whether every limit admitted.
  */
 static int
-multi_requests(FunctionCallInfo fcinfo, RlRequest *reqs)
+multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
+			 Datum **keys_out, Datum **policies_out, bool *all)
 {
 	Datum	   *keys,
 			   *policies,
@@ -288,6 +291,13 @@ multi_requests(FunctionCallInfo fcinfo, RlRequest *reqs)
 		if (!PG_ARGISNULL(3))
 			reqs[i].at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(3));
 	}
+
+	*all = rl_decide_all(reqs, n, ds);
+	if (*all && rl_refund_on_rollback)
+		for (i = 0; i < n; i++)
+			rl_refund_track(&reqs[i], &ds[i]);
+	*keys_out = keys;
+	*policies_out = policies;
 	return n;
 }
 
@@ -300,13 +310,11 @@ rl_allow_all(PG_FUNCTION_ARGS)
 {
 	RlRequest	reqs[RL_MAX_MULTI];
 	RlDecision	ds[RL_MAX_MULTI];
-	int			n = multi_requests(fcinfo, reqs);
-	bool		all = rl_decide_all(reqs, n, ds);
-	int			i;
+	Datum	   *keys;
+	Datum	   *policies;
+	bool		all;
 
-	if (all && rl_refund_on_rollback)
-		for (i = 0; i < n; i++)
-			rl_refund_track(&reqs[i], &ds[i]);
+	(void) multi_decide(fcinfo, reqs, ds, &keys, &policies, &all);
 	PG_RETURN_BOOL(all);
 }
 
@@ -322,27 +330,13 @@ rl_check_all(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	RlRequest	reqs[RL_MAX_MULTI];
 	RlDecision	ds[RL_MAX_MULTI];
-	ArrayType  *keys;
-	ArrayType  *policies;
 	Datum	   *key_values;
 	Datum	   *policy_values;
-	int			n;
 	bool		all;
+	int			n;
 	int			i;
 
-	n = multi_requests(fcinfo, reqs);
-	all = rl_decide_all(reqs, n, ds);
-	if (all && rl_refund_on_rollback)
-		for (i = 0; i < n; i++)
-			rl_refund_track(&reqs[i], &ds[i]);
-
-	keys = PG_GETARG_ARRAYTYPE_P(0);
-	policies = PG_GETARG_ARRAYTYPE_P(1);
-	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &key_values,
-					  NULL, &n);
-	deconstruct_array(policies, TEXTOID, -1, false, TYPALIGN_INT,
-					  &policy_values, NULL, &n);
-
+	n = multi_decide(fcinfo, reqs, ds, &key_values, &policy_values, &all);
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < n; i++)
 	{
@@ -497,8 +491,7 @@ rl_reset(PG_FUNCTION_ARGS)
 	dropped = rl_store_reset(MyDatabaseId, req.key, req.keylen,
 							 all_algos, req.algo);
 	/* the Redis backends keep their state in Redis too */
-	if ((req.backend == RL_SETTING ? rl_backend : req.backend) !=
-		RL_BACKEND_LOCAL)
+	if (rl_request_backend(&req) != RL_BACKEND_LOCAL)
 		dropped += rl_redis_reset(MyDatabaseId, req.key, req.keylen,
 								  all_algos, req.algo);
 	PG_RETURN_INT64(dropped);
