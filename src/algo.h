@@ -53,9 +53,14 @@ typedef struct RlDecision
 	double		retry_after;	/* seconds; 0 when allowed */
 	int64		reset_at;		/* Unix microseconds, rounded up */
 	double		delay;			/* seconds; leaky_bucket only */
-	/* set by the shared-memory store only: */
+	/* where the call consumed, for a refund (set by the backends): */
 	int64		time;			/* the call's time after the clamp (Unix us) */
-	bool		stored;			/* the decision is recorded in the store */
+	bool		stored;			/* recorded in the shared-memory store */
+	bool		remote;			/* recorded in Redis by an exact decision */
+	bool		leased;			/* spent from this backend's Redis lease */
+	bool		prechecked;		/* recorded in the store by hybrid's
+								 * pre-check, at precheck_time */
+	int64		precheck_time;
 	/* set by dispatch.c: */
 	bool		failed;			/* decided by fail_mode */
 	bool		shadowed;		/* denied, but allowed as a shadow */

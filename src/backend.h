@@ -59,6 +59,7 @@ extern int	rl_request_fail_mode(const RlRequest *req);
 /* dispatch.c: decide with the configured backend and failure policy */
 extern void rl_decide(const RlRequest *req, RlDecision *d);
 extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);
+extern void rl_give_back(const RlRequest *req, const RlDecision *d);
 
 /* the decision made when the backend cannot decide (fail_mode) */
 extern void rl_fail_decision(const RlRequest *req, int64 now, bool allow,

@@ -73,6 +73,17 @@ hybrid_scale(int64 n)
 		Max(n, (int64) scaled);
 }
 
+/* The request hybrid's local pre-check decides. */
+static RlRequest
+hybrid_precheck(const RlRequest *req)
+{
+	RlRequest	pre = *req;
+
+	pre.params.limit = hybrid_scale(req->params.limit);
+	pre.params.burst = hybrid_scale(req->params.burst);
+	return pre;
+}
+
 /*
  * Decide one request with the given backend and fail mode.
  *
@@ -98,18 +109,24 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 	rl_redis_check_request(req);
 	if (backend == RL_BACKEND_HYBRID)
 	{
-		RlRequest	pre = *req;
+		RlRequest	pre = hybrid_precheck(req);
 
-		pre.params.limit = hybrid_scale(req->params.limit);
-		pre.params.burst = hybrid_scale(req->params.burst);
 		local_decide(&pre, now, fail_mode, d);
+		/* recorded with the pre-check's parameters, not the request's */
+		d->prechecked = d->stored;
+		d->precheck_time = d->time;
+		d->stored = false;
 		if (!d->allowed)
 			return;
 	}
 
 	if ((rl_redis_batch > 0 ? rl_batch_decide(req, &remote) :
 		 rl_redis_decide(req, &remote)) == RL_OK)
+	{
+		remote.prechecked = d->prechecked;
+		remote.precheck_time = d->precheck_time;
 		*d = remote;
+	}
 	else if (fail_mode == RL_FAIL_LOCAL)
 	{
 		if (backend == RL_BACKEND_REDIS)
@@ -145,6 +162,30 @@ rl_decide(const RlRequest *req, RlDecision *d)
 	decide(req, now, rl_request_backend(req), rl_request_fail_mode(req), d);
 	apply_shadow(req, d);
 	rl_stats_count(req, d);
+}
+
+/*
+ * Give back what a decision consumed, wherever it was recorded: the store,
+ * Redis, this backend's lease, hybrid's pre-check (refund.c calls this
+ * when the decision's (sub)transaction aborts).  Never raises an error.
+ */
+void
+rl_give_back(const RlRequest *req, const RlDecision *d)
+{
+	int64		cost = req->params.cost;
+
+	if (d->stored)
+		rl_store_refund(req, d->time, cost);
+	if (d->prechecked)
+	{
+		RlRequest	pre = hybrid_precheck(req);
+
+		rl_store_refund(&pre, d->precheck_time, cost);
+	}
+	if (d->remote)
+		rl_redis_refund(req, d->time);
+	if (d->leased)
+		rl_batch_refund(req, d->time);
 }
 
 /* A shadow request is allowed whatever it decided. */

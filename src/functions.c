@@ -499,12 +499,15 @@ rl_reset(PG_FUNCTION_ARGS)
 
 /*
  * rl_reset_all(all_databases DEFAULT false) returns bigint: drop every
- * state of this database, or of the whole cluster.
+ * state of this database, or of the whole cluster; in Redis too when
+ * ratelimit.backend or a policy of this database uses it.
  */
 Datum
 rl_reset_all(PG_FUNCTION_ARGS)
 {
 	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+	Oid			dbid;
+	int64		dropped;
 
 	rl_require_store();
 	/* EXECUTE is granted per database; the others are not its to reset */
@@ -513,8 +516,11 @@ rl_reset_all(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied to reset the limits of every database"),
 				 errhint("Only superusers may pass all_databases => true.")));
-	PG_RETURN_INT64(rl_store_reset_all(all_databases ? InvalidOid :
-									   MyDatabaseId));
+	dbid = all_databases ? InvalidOid : MyDatabaseId;
+	dropped = rl_store_reset_all(dbid);
+	if (rl_backend != RL_BACKEND_LOCAL || rl_policy_any_remote())
+		dropped += rl_redis_reset_all(dbid);
+	PG_RETURN_INT64(dropped);
 }
 
 /*

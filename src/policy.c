@@ -222,15 +222,10 @@ policy_reload(void)
 	pfree(query.data);
 }
 
-/*
- * The policy of that name, or NULL.  Reads the table only if it changed
- * since the last call.
- */
-const RlPolicy *
-rl_policy_find(const char *name, int len)
+/* Make the cache current: reads the table only if it changed. */
+static void
+policy_cache_ready(void)
 {
-	char		key[NAMEDATALEN];
-
 	/*
 	 * Take in committed changes now, even inside a transaction that already
 	 * holds its locks (where PostgreSQL would deliver them only later); a
@@ -251,6 +246,18 @@ rl_policy_find(const char *name, int len)
 		}
 		PG_END_TRY();
 	}
+}
+
+/*
+ * The policy of that name, or NULL.  Reads the table only if it changed
+ * since the last call.
+ */
+const RlPolicy *
+rl_policy_find(const char *name, int len)
+{
+	char		key[NAMEDATALEN];
+
+	policy_cache_ready();
 	if (len >= NAMEDATALEN)
 		return NULL;
 	memset(key, 0, NAMEDATALEN);
@@ -261,6 +268,39 @@ rl_policy_find(const char *name, int len)
 /*
  * The policy of that name; an unknown name is an error (42704).
  */
+/*
+ * Does any policy of this database keep its state in Redis (backend redis
+ * or hybrid, its own or the setting's)?  False where the extension has no
+ * policy table (version 0.1.0).
+ */
+bool
+rl_policy_any_remote(void)
+{
+	HASH_SEQ_STATUS seq;
+	RlPolicy   *pol;
+	bool		any = false;
+	Oid			nsp = extension_schema();
+
+	if (!OidIsValid(nsp) ||
+		!OidIsValid(get_relname_relid("rl_policy", nsp)))
+		return false;
+	policy_cache_ready();
+	hash_seq_init(&seq, policy_cache);
+	while ((pol = hash_seq_search(&seq)) != NULL)
+	{
+		int			backend = pol->backend == RL_SETTING ? rl_backend :
+			pol->backend;
+
+		if (backend != RL_BACKEND_LOCAL)
+		{
+			any = true;
+			hash_seq_term(&seq);
+			break;
+		}
+	}
+	return any;
+}
+
 const RlPolicy *
 rl_policy_get(text *name)
 {

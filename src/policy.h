@@ -25,6 +25,7 @@ typedef struct RlPolicy
 
 extern const RlPolicy *rl_policy_find(const char *name, int len);
 extern const RlPolicy *rl_policy_get(text *name);
+extern bool rl_policy_any_remote(void);
 extern void rl_policy_request(const RlPolicy *pol, text *key,
 							  RlRequest *req);
 

@@ -118,9 +118,17 @@ static bool config_stale = true;
 static redisReply *held[2];
 static int	nheld = 0;
 
+/* The scripts: each algorithm's decision, and its refund */
+typedef enum RlScript
+{
+	RL_SCRIPT_DECIDE,
+	RL_SCRIPT_REFUND,
+	RL_NUM_SCRIPTS
+} RlScript;
+
 /* The complete scripts and their SHA1s, built on first use. */
-static char *script_text[RL_NUM_ALGOS];
-static char script_sha[RL_NUM_ALGOS][SHA1_DIGEST_LENGTH * 2 + 1];
+static char *script_text[RL_NUM_SCRIPTS][RL_NUM_ALGOS];
+static char script_sha[RL_NUM_SCRIPTS][RL_NUM_ALGOS][SHA1_DIGEST_LENGTH * 2 + 1];
 
 /* Key-name codes of the algorithms (part of the documented layout). */
 static const char *const algo_code[RL_NUM_ALGOS] = {
@@ -363,65 +371,72 @@ config_load(void)
 
 /* ---- scripts ---- */
 
+/* The body of an algorithm's decision or refund script. */
+static const char *
+script_body(RlScript kind, RlAlgo algo)
+{
+	bool		refund = kind == RL_SCRIPT_REFUND;
+
+	switch (algo)
+	{
+		case RL_FIXED_WINDOW:
+			return refund ? rl_lua_refund_fixed_window : rl_lua_fixed_window;
+		case RL_SLIDING_WINDOW_LOG:
+			return refund ? rl_lua_refund_sliding_window_log :
+				rl_lua_sliding_window_log;
+		case RL_SLIDING_WINDOW_COUNTER:
+			return refund ? rl_lua_refund_sliding_window_counter :
+				rl_lua_sliding_window_counter;
+		case RL_TOKEN_BUCKET:
+			return refund ? rl_lua_refund_token_bucket : rl_lua_token_bucket;
+		case RL_LEAKY_BUCKET:
+			return refund ? rl_lua_refund_leaky_bucket : rl_lua_leaky_bucket;
+		default:
+			elog(ERROR, "unknown algorithm %d", algo);
+	}
+	return NULL;				/* keep the compiler quiet */
+}
+
 /*
- * Assemble the five scripts and their SHA1s (once per backend, in
- * TopMemoryContext).
+ * Assemble the scripts and their SHA1s (once per backend, in
+ * TopMemoryContext): the prelude, for the buckets the bucket part, then
+ * the body.
  */
 static void
 scripts_build(void)
 {
+	int			k;
 	int			a;
 
-	for (a = 0; a < RL_NUM_ALGOS; a++)
-	{
-		const char *body = NULL;
-		bool		bucket = false;
-		pg_cryptohash_ctx *ctx;
-		uint8		digest[SHA1_DIGEST_LENGTH];
-		char	   *text;
-		int			i;
-
-		switch ((RlAlgo) a)
+	for (k = 0; k < RL_NUM_SCRIPTS; k++)
+		for (a = 0; a < RL_NUM_ALGOS; a++)
 		{
-			case RL_FIXED_WINDOW:
-				body = rl_lua_fixed_window;
-				break;
-			case RL_SLIDING_WINDOW_LOG:
-				body = rl_lua_sliding_window_log;
-				break;
-			case RL_SLIDING_WINDOW_COUNTER:
-				body = rl_lua_sliding_window_counter;
-				break;
-			case RL_TOKEN_BUCKET:
-				body = rl_lua_token_bucket;
-				bucket = true;
-				break;
-			case RL_LEAKY_BUCKET:
-				body = rl_lua_leaky_bucket;
-				bucket = true;
-				break;
-			default:
-				elog(ERROR, "unknown algorithm %d", a);
-		}
-		text = MemoryContextAlloc(TopMemoryContext,
-								  strlen(rl_lua_prelude) + strlen(body) +
-								  (bucket ? strlen(rl_lua_bucket) : 0) + 1);
-		strcpy(text, rl_lua_prelude);
-		if (bucket)
-			strcat(text, rl_lua_bucket);
-		strcat(text, body);
+			const char *body = script_body((RlScript) k, (RlAlgo) a);
+			bool		bucket = rl_algo_has_burst((RlAlgo) a);
+			pg_cryptohash_ctx *ctx;
+			uint8		digest[SHA1_DIGEST_LENGTH];
+			char	   *text;
+			int			i;
 
-		ctx = pg_cryptohash_create(PG_SHA1);
-		if (pg_cryptohash_init(ctx) < 0 ||
-			pg_cryptohash_update(ctx, (const uint8 *) text,
-								 strlen(text)) < 0 ||
-			pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
-			elog(ERROR, "could not compute the SHA1 of a ratelimit script");
-		pg_cryptohash_free(ctx);
-		for (i = 0; i < SHA1_DIGEST_LENGTH; i++)
-			sprintf(&script_sha[a][i * 2], "%02x", digest[i]);
-		script_text[a] = text;
-	}
+			text = MemoryContextAlloc(TopMemoryContext,
+									  strlen(rl_lua_prelude) + strlen(body) +
+									  (bucket ? strlen(rl_lua_bucket) : 0) + 1);
+			strcpy(text, rl_lua_prelude);
+			if (bucket)
+				strcat(text, rl_lua_bucket);
+			strcat(text, body);
+
+			ctx = pg_cryptohash_create(PG_SHA1);
+			if (pg_cryptohash_init(ctx) < 0 ||
+				pg_cryptohash_update(ctx, (const uint8 *) text,
+									 strlen(text)) < 0 ||
+				pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+				elog(ERROR, "could not compute the SHA1 of a ratelimit script");
+			pg_cryptohash_free(ctx);
+			for (i = 0; i < SHA1_DIGEST_LENGTH; i++)
+				sprintf(&script_sha[k][a][i * 2], "%02x", digest[i]);
+			script_text[k][a] = text;
+		}
 }
 
 /* ---- cluster slots ---- */
@@ -893,22 +908,24 @@ clamp64(int128 v)
 static bool
 reply_decision(const redisReply *r, RlDecision *d)
 {
-	int128		v[6];
+	int128		v[7];
 	int			i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 8 ||
 		r->element[0]->type != REDIS_REPLY_INTEGER)
 		return false;
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < 7; i++)
 		if (!reply_int128(r->element[i + 1], &v[i]))
 			return false;
-	if (v[3] <= 0 || v[5] <= 0 || v[2] < 0 || v[4] < 0)
+	if (v[3] <= 0 || v[5] <= 0 || v[2] < 0 || v[4] < 0 ||
+		v[6] < PG_INT64_MIN || v[6] > PG_INT64_MAX)
 		return false;
 	d->allowed = r->element[0]->integer != 0;
 	d->remaining = clamp64(v[0]);
 	d->reset_at = clamp64(v[1]);
 	d->retry_after = rl_seconds(v[2], v[3]);
 	d->delay = rl_seconds(v[4], v[5]);
+	d->time = (int64) v[6];
 	return true;
 }
 
@@ -1077,14 +1094,16 @@ key_command(int slot, int argc, const char **argv, size_t *argvlen,
 }
 
 /*
- * Run the request's script.  False on failure, with call_error set.
+ * Run the request's decision or refund script with the given "at" ('' for
+ * Redis's clock).  Returns the reply (in held[], the caller calls
+ * held_free) and the node that sent it, or NULL with call_error set.
  */
-static bool
-redis_call(const RlRequest *req, RlDecision *d)
+static redisReply *
+script_run(const RlRequest *req, RlScript kind, const char *at,
+		   RlRedisNode **node)
 {
 	StringInfoData hkey;
 	StringInfoData lkey;
-	char		at[24];
 	char		limit[24];
 	char		per[24];
 	char		cost[24];
@@ -1095,24 +1114,20 @@ redis_call(const RlRequest *req, RlDecision *d)
 	int			i;
 	bool		log = req->algo == RL_SLIDING_WINDOW_LOG;
 	redisReply *r;
-	RlRedisNode *node;
-	bool		ok;
 
+	if (config_stale)
+		config_load();
+	if (script_text[0][0] == NULL)
+		scripts_build();
 	key_names(&hkey, &lkey, req->dbid, req->algo, req->key, req->keylen);
 
-	if (req->at != RL_NO_TIME)
-		snprintf(at, sizeof(at), INT64_FORMAT, req->at);
-	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
-		snprintf(at, sizeof(at), INT64_FORMAT, rl_clock_now());
-	else
-		at[0] = '\0';
 	snprintf(limit, sizeof(limit), INT64_FORMAT, req->params.limit);
 	snprintf(per, sizeof(per), INT64_FORMAT, req->params.per);
 	snprintf(cost, sizeof(cost), INT64_FORMAT, req->params.cost);
 	snprintf(burst, sizeof(burst), INT64_FORMAT, req->params.burst);
 
 	argv[argc++] = "EVALSHA";
-	argv[argc++] = script_sha[req->algo];
+	argv[argc++] = script_sha[kind][req->algo];
 	argv[argc++] = log ? "2" : "1";
 	argv[argc++] = hkey.data;
 	if (log)
@@ -1131,7 +1146,30 @@ redis_call(const RlRequest *req, RlDecision *d)
 		argvlen[4] = lkey.len;
 
 	r = key_command(rl_redis_slot(hkey.data, hkey.len), argc, argv, argvlen,
-					script_text[req->algo], &node);
+					script_text[kind][req->algo], node);
+	pfree(hkey.data);
+	pfree(lkey.data);
+	return r;
+}
+
+/*
+ * Decide the request in Redis.  False on failure, with call_error set.
+ */
+static bool
+redis_call(const RlRequest *req, RlDecision *d)
+{
+	char		at[24];
+	redisReply *r;
+	RlRedisNode *node;
+	bool		ok;
+
+	if (req->at != RL_NO_TIME)
+		snprintf(at, sizeof(at), INT64_FORMAT, req->at);
+	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
+		snprintf(at, sizeof(at), INT64_FORMAT, rl_clock_now());
+	else
+		at[0] = '\0';
+	r = script_run(req, RL_SCRIPT_DECIDE, at, &node);
 	if (r == NULL)
 		return false;
 	ok = reply_decision(r, d);
@@ -1198,13 +1236,163 @@ rl_redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 	return dropped;
 }
 
+/* Raise the ERROR of an administrator's command Redis could not carry out. */
+static void
+admin_failed(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not %s in Redis: %s", what, call_error)));
+}
+
+/*
+ * Send one command to a node for an administrator's command, and return
+ * its reply (in held[]; the caller calls held_free).  An ERROR if the node
+ * cannot be reached in time or answers an error.
+ */
+static redisReply *
+admin_command(RlRedisNode *node, int argc, const char **argv,
+			  const size_t *argvlen, const char *what)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	bool		fresh;
+
+	if (!node_connect(node, now + (int64) rl_redis_connect_timeout * 1000,
+					  &fresh) ||
+		!node_command(node, argc, argv, argvlen,
+					  GetCurrentTimestamp() +
+					  (int64) rl_redis_command_timeout * 1000))
+		admin_failed(what);
+	if (held[0]->type == REDIS_REPLY_ERROR)
+	{
+		reply_failed(node, argv[0], held[0]);
+		held_free();
+		admin_failed(what);
+	}
+	return held[0];
+}
+
+/*
+ * Drop every state of a database (InvalidOid: of every database) in Redis
+ * (rl_reset_all): SCAN each master for the keys of the namespace and UNLINK
+ * them.  With ratelimit.redis_namespace set, the namespace is what the
+ * keys are named by, so it is the namespace's states that go, in both
+ * forms.  Returns the number of states dropped (a sliding log's entry list
+ * goes with its state).  An ERROR if Redis cannot be reached in time, as
+ * for rl_reset.
+ */
+int64
+rl_redis_reset_all(Oid dbid)
+{
+	StringInfoData pattern;
+	bool	   *seen;
+	int64		dropped = 0;
+	int			i;
+
+	if (config_stale)
+		config_load();
+	if (topology == RL_TOPO_UNKNOWN &&
+		!topology_discover(GetCurrentTimestamp() +
+						   (int64) (rl_redis_connect_timeout +
+									rl_redis_command_timeout) * 1000))
+		admin_failed("reset every state");
+
+	/* rl:{<namespace>:*, glob characters of the namespace escaped */
+	initStringInfo(&pattern);
+	appendStringInfoString(&pattern, "rl:{");
+	if (rl_redis_namespace[0] != '\0')
+	{
+		const char *c;
+
+		for (c = rl_redis_namespace; *c; c++)
+		{
+			if (strchr("*?[]\\", *c) != NULL)
+				appendStringInfoChar(&pattern, '\\');
+			appendStringInfoChar(&pattern, *c);
+		}
+		appendStringInfoString(&pattern, ":*");
+	}
+	else if (OidIsValid(dbid))
+		appendStringInfo(&pattern, "%u:*", dbid);
+	else
+		appendStringInfoString(&pattern, "[0-9]*");
+
+	/* each master once: the node in use, or every node owning slots */
+	seen = palloc0(sizeof(bool) * RL_REDIS_MAX_NODES);
+	if (topology == RL_TOPO_STANDALONE)
+		seen[current] = true;
+	else
+		for (i = 0; i < RL_REDIS_SLOTS; i++)
+			if (slots[i] >= 0)
+				seen[slots[i]] = true;
+
+	for (i = 0; i < nnodes; i++)
+	{
+		char		cursor[32] = "0";
+
+		if (!seen[i])
+			continue;
+		do
+		{
+			const char *scan[6] = {"SCAN", cursor, "MATCH", pattern.data,
+			"COUNT", "1000"};
+			size_t		scanlen[6];
+			redisReply *r;
+			redisReply *keys;
+			size_t		k;
+			int			j;
+
+			for (j = 0; j < 6; j++)
+				scanlen[j] = strlen(scan[j]);
+			r = admin_command(&nodes[i], 6, scan, scanlen, "reset every state");
+			if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+				r->element[0]->type != REDIS_REPLY_STRING ||
+				r->element[0]->len >= sizeof(cursor) ||
+				r->element[1]->type != REDIS_REPLY_ARRAY)
+			{
+				reply_failed(&nodes[i], "SCAN", r);
+				held_free();
+				admin_failed("reset every state");
+			}
+			strlcpy(cursor, r->element[0]->str, sizeof(cursor));
+			/* take the keys out of held[], which the next command reuses */
+			keys = r->element[1];
+			r->element[1] = NULL;
+			r->elements = 1;
+			held_free();
+
+			/* one key per UNLINK: in a cluster the keys span slots */
+			for (k = 0; k < keys->elements; k++)
+			{
+				redisReply *key = keys->element[k];
+				const char *unlink[2] = {"UNLINK", key->str};
+				size_t		unlinklen[2] = {6, key->len};
+
+				if (key->type != REDIS_REPLY_STRING)
+					continue;
+				r = admin_command(&nodes[i], 2, unlink, unlinklen,
+								  "reset every state");
+				/* a state's hash ends with its hash tag; its log does not */
+				if (r->type == REDIS_REPLY_INTEGER && r->integer > 0 &&
+					key->len > 0 && key->str[key->len - 1] == '}')
+					dropped++;
+				held_free();
+			}
+			freeReplyObject(keys);
+		} while (strcmp(cursor, "0") != 0);
+	}
+	pfree(seen);
+	pfree(pattern.data);
+	return dropped;
+}
+
 /*
  * A call failed: count it, open the breaker for a probe interval from now
  * and log a warning at most once per RL_REDIS_WARN_INTERVAL for the whole
  * server.
  */
 static void
-failure(void)
+failure(bool decision)
 {
 	int64		now = rl_clock_now();
 	uint64		interval = (uint64) rl_redis_probe_interval * 1000;
@@ -1212,7 +1400,8 @@ failure(void)
 	uint64		last;
 	uint64		unwarned;
 
-	rl_redis_count(RL_REDIS_FAILURES);
+	if (decision)
+		rl_redis_count(RL_REDIS_FAILURES);
 	if (rl_redis_shared == NULL)
 		return;
 	was = pg_atomic_exchange_u64(&rl_redis_shared->open_until,
@@ -1297,17 +1486,13 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 		}
 	}
 
-	if (config_stale)
-		config_load();
-	if (script_text[0] == NULL)
-		scripts_build();
-
 	rl_redis_count(RL_REDIS_CALLS);
 	if (!redis_call(req, d))
 	{
-		failure();
+		failure(true);
 		return RL_UNAVAILABLE;
 	}
+	d->remote = d->allowed && req->params.cost > 0;
 	if (probe)
 	{
 		pg_atomic_write_u64(&rl_redis_shared->open_until, 0);
@@ -1315,4 +1500,34 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 				(errmsg("ratelimit: Redis is reachable again")));
 	}
 	return RL_OK;
+}
+
+/*
+ * Give back what a decision Redis made at time t consumed (cost units of
+ * the request), if they still count there.  Called from the end of an
+ * aborted (sub)transaction, with interrupts held: it never raises an
+ * error.  While the breaker is open nothing is sent; when Redis cannot take
+ * the refund in time, the units stay consumed (a warning says why, at the
+ * bounded rate of failed calls, and the breaker opens).
+ */
+void
+rl_redis_refund(const RlRequest *req, int64 t)
+{
+	char		at[24];
+	redisReply *r;
+	RlRedisNode *node;
+
+	if (rl_redis_shared != NULL &&
+		pg_atomic_read_u64(&rl_redis_shared->open_until) != 0)
+		return;
+	snprintf(at, sizeof(at), INT64_FORMAT, t);
+	r = script_run(req, RL_SCRIPT_REFUND, at, &node);
+	if (r != NULL && r->type != REDIS_REPLY_INTEGER)
+	{
+		reply_failed(node, "the refund script", r);
+		r = NULL;
+	}
+	held_free();
+	if (r == NULL)
+		failure(false);
 }

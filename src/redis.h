@@ -49,6 +49,11 @@ extern const char rl_lua_sliding_window_log[];
 extern const char rl_lua_sliding_window_counter[];
 extern const char rl_lua_token_bucket[];
 extern const char rl_lua_leaky_bucket[];
+extern const char rl_lua_refund_fixed_window[];
+extern const char rl_lua_refund_sliding_window_log[];
+extern const char rl_lua_refund_sliding_window_counter[];
+extern const char rl_lua_refund_token_bucket[];
+extern const char rl_lua_refund_leaky_bucket[];
 
 extern void rl_redis_request(void);
 extern void rl_redis_startup(void);
@@ -57,13 +62,16 @@ extern bool rl_redis_parse_nodes(const char *spec, int *nnodes,
 								 char ***hosts, int **ports);
 extern void rl_redis_check_request(const RlRequest *req);
 extern RlStatus rl_redis_decide(const RlRequest *req, RlDecision *d);
+extern void rl_redis_refund(const RlRequest *req, int64 t);
 extern int64 rl_redis_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
+extern int64 rl_redis_reset_all(Oid dbid);
 extern void rl_redis_stats(RlRedisStats *stats);
 extern void rl_redis_count(RlRedisCounter c);
 
 /* redis_batch.c */
 extern RlStatus rl_batch_decide(const RlRequest *req, RlDecision *d);
+extern void rl_batch_refund(const RlRequest *req, int64 t);
 extern void rl_batch_forget(void);
 extern uint16 rl_redis_slot(const char *key, size_t len);
 

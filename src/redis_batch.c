@@ -50,6 +50,7 @@ typedef struct RlLease
 	RlParams	params;			/* of the lease (cost aside) */
 	int64		credit;			/* units left to admit; -1: no lease fits,
 								 * decide exactly */
+	int64		taken;			/* Unix us: when the lease was taken */
 	int64		expires;		/* Unix us: credit void from then on */
 	int64		deny_until;		/* Unix us: calls costing deny_cost or more */
 	int64		deny_cost;		/* are denied until then */
@@ -87,6 +88,14 @@ lease_table(void)
 	leases = hash_create("ratelimit redis leases", 256, &ctl,
 						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	return leases;
+}
+
+/* The lease table's key: a hash of (dbid, algo, key bytes). */
+static uint64
+lease_hash(const RlRequest *req)
+{
+	return hash_bytes_extended((const unsigned char *) req->key, req->keylen,
+							   ((uint64) req->dbid << 8) | req->algo);
 }
 
 /* Is this lease for exactly the request's state and parameters? */
@@ -131,7 +140,7 @@ local_decision(RlLease *l, bool allowed, int64 now, RlDecision *d)
 	d->reset_at = l->reset_at;
 	d->delay = 0.0;
 	d->time = now;
-	d->stored = false;
+	d->leased = allowed;
 }
 
 /*
@@ -184,8 +193,7 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 	/* a lease's decision fills only the reported fields */
 	memset(d, 0, sizeof(*d));
 	now = rl_clock_now();
-	hash = hash_bytes_extended((const unsigned char *) req->key, req->keylen,
-							   ((uint64) req->dbid << 8) | req->algo);
+	hash = lease_hash(req);
 	l = hash_search(lease_table(), &hash, HASH_ENTER, &found);
 	if (found && !lease_matches(l, req))
 	{
@@ -201,6 +209,7 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 		memcpy(l->key, req->key, req->keylen);
 		l->params = req->params;
 		l->credit = 0;
+		l->taken = 0;
 		l->expires = 0;
 		l->deny_until = 0;
 	}
@@ -240,11 +249,36 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 		l->expires = now + (int64) ceil(ld.retry_after * 1000000.0);
 		return exact_decide(l, req, now, d);
 	}
+	l->taken = now;
 	l->expires = lease_expiry(req, now, &ld);
 	l->credit = lease_req.params.cost - req->params.cost;
 	l->remaining = ld.remaining;
 	l->reset_at = ld.reset_at;
 	*d = ld;
 	d->remaining = ld.remaining + l->credit;
+	/* the call spent part of the lease: a refund goes back to it */
+	d->time = now;
+	d->remote = false;
+	d->leased = true;
 	return RL_OK;
+}
+
+/*
+ * Give back to this backend's lease what a call admitted from it at time t
+ * spent, if that lease is still the key's and still usable; otherwise the
+ * units went with the lease (what an unspent lease loses anyway).
+ */
+void
+rl_batch_refund(const RlRequest *req, int64 t)
+{
+	uint64		hash;
+	RlLease    *l;
+
+	if (leases == NULL)
+		return;
+	hash = lease_hash(req);
+	l = hash_search(leases, &hash, HASH_FIND, NULL);
+	if (l != NULL && lease_matches(l, req) && l->credit >= 0 &&
+		t >= l->taken && rl_clock_now() < l->expires)
+		l->credit += req->params.cost;
 }

@@ -13,8 +13,15 @@
  *	ARGV     at ('' = Redis TIME), limit, per, cost, burst, TTL slack (ms)
  *
  * The reply is {allowed (0/1), remaining, reset_at, retry_after numerator,
- * denominator, delay numerator, denominator}, all decimal strings but the
- * first; fractions are microseconds.  docs/redis.md describes the layout.
+ * denominator, delay numerator, denominator, the call's time}, all decimal
+ * strings but the first; fractions are microseconds.  docs/redis.md
+ * describes the layout.
+ *
+ * A refund script (rl_lua_refund_*) is the same prelude (and bucket part)
+ * followed by a body mirroring the algorithm's C refund: with the same KEYS
+ * and ARGV, "at" being the time the refunded call was decided at, it gives
+ * back cost units of that call if they still count, and replies 1 if it
+ * gave anything back, else 0.
  *
  *-------------------------------------------------------------------------
  */
@@ -259,7 +266,7 @@ const char rl_lua_prelude[] =
 	"-- Store the state (a new key is not stored by a call that consumes\n"
 	"-- nothing, as in shared memory), expire the keys once the state is back to\n"
 	"-- a new key's plus a slack, and reply {allowed, remaining, reset_at,\n"
-	"-- retry_after and delay as fractions of microseconds}.\n"
+	"-- retry_after and delay as fractions of microseconds, the call's time}.\n"
 	"local function finish(fresh, fields, t, reset, allowed, remaining,\n"
 	"                      rn, rd, dn, dd)\n"
 	"  if not fresh or cmp(C, 0) > 0 then\n"
@@ -269,7 +276,7 @@ const char rl_lua_prelude[] =
 	"    for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end\n"
 	"  end\n"
 	"  return {allowed and 1 or 0, str(remaining), str(reset), str(rn), str(rd),\n"
-	"          str(dn), str(dd)}\n"
+	"          str(dn), str(dd), str(t)}\n"
 	"end\n";
 
 /* Shared by token_bucket and leaky_bucket, after the prelude. */
@@ -419,3 +426,77 @@ const char rl_lua_leaky_bucket[] =
 	"end\n"
 	"return finish(not last, {'x', str(x), 'w', str(W)}, t, after(t, x, L),\n"
 	"              allowed, div(pos(cap, x), W), rn, L, dn, L)\n";
+
+/*
+ * The refunds, after the prelude (and for the buckets the bucket part):
+ * ARGV[1] is the refunded call's time.
+ */
+const char rl_lua_refund_fixed_window[] =
+	"-- the units still count only while their window lasts\n"
+	"local v = state('s', 'c')\n"
+	"if not v or cmp(num(v[2]), window(num(ARGV[1]))) ~= 0 then return 0 end\n"
+	"redis.call('HSET', H, 'c', str(pos(num(v[3]), C)))\n"
+	"return 1\n";
+
+const char rl_lua_refund_sliding_window_counter[] =
+	"-- in the call's window, or in the previous one if the window has\n"
+	"-- rolled once since\n"
+	"local v = state('s', 'c', 'p')\n"
+	"if not v then return 0 end\n"
+	"local s, start = num(v[2]), window(num(ARGV[1]))\n"
+	"if cmp(s, start) == 0 then\n"
+	"  redis.call('HSET', H, 'c', str(pos(num(v[3]), C)))\n"
+	"elseif cmp(s, add(start, W)) == 0 then\n"
+	"  redis.call('HSET', H, 'p', str(pos(num(v[4]), C)))\n"
+	"else\n"
+	"  return 0\n"
+	"end\n"
+	"return 1\n";
+
+const char rl_lua_refund_sliding_window_log[] =
+	"-- the call's entry, if still logged; an emptied newest entry goes\n"
+	"local G = KEYS[2]\n"
+	"local function entry(e)\n"
+	"  local sp = string.find(e, ' ', 1, true)\n"
+	"  return num(string.sub(e, 1, sp - 1)), num(string.sub(e, sp + 1))\n"
+	"end\n"
+	"local v = state('n')\n"
+	"if not v then return 0 end\n"
+	"local T = num(ARGV[1])\n"
+	"local n = redis.call('LLEN', G)\n"
+	"local i = n\n"
+	"local last = redis.call('LINDEX', G, -1)\n"
+	"if not last or cmp((entry(last)), T) < 0 then return 0 end\n"
+	"if cmp((entry(last)), T) ~= 0 then\n"
+	"  i = nil\n"
+	"  for k, e in ipairs(redis.call('LRANGE', G, 0, -1)) do\n"
+	"    local c = cmp((entry(e)), T)\n"
+	"    if c > 0 then break end\n"
+	"    if c == 0 then i = k; break end\n"
+	"  end\n"
+	"  if not i then return 0 end\n"
+	"end\n"
+	"local et, ec = entry(redis.call('LINDEX', G, i - 1))\n"
+	"local given = min(C, ec)\n"
+	"redis.call('HSET', H, 'n', str(sub(num(v[2]), given)))\n"
+	"if i == n and cmp(ec, given) == 0 then\n"
+	"  redis.call('RPOP', G)\n"
+	"else\n"
+	"  redis.call('LSET', G, i - 1, str(et) .. ' ' .. str(sub(ec, given)))\n"
+	"end\n"
+	"return 1\n";
+
+const char rl_lua_refund_token_bucket[] =
+	"-- the tokens go back, up to the capacity\n"
+	"if not last then return 0 end\n"
+	"redis.call('HSET', H, 'x',\n"
+	"           str(min(add(rescale(num(v[2]), num(v[3]), W, false), cw), cap)),\n"
+	"           'w', str(W))\n"
+	"return 1\n";
+
+const char rl_lua_refund_leaky_bucket[] =
+	"-- the units leave the queue (what already drained is gone)\n"
+	"if not last then return 0 end\n"
+	"redis.call('HSET', H, 'x', str(pos(rescale(num(v[2]), num(v[3]), W, true), cw)),\n"
+	"           'w', str(W))\n"
+	"return 1\n";

@@ -8,11 +8,12 @@
  * subtransaction that made it, in a list in TopTransactionContext.  When
  * a subtransaction aborts its entries are refunded; when it commits they
  * pass to its parent.  At top-level abort everything left is refunded, at
- * commit the list is forgotten.  Only consumption recorded in the
- * shared-memory store is tracked; a refund gives back what still counts
- * (docs/design.md).
+ * commit the list is forgotten.  A refund gives back what still counts,
+ * where the decision recorded it: the shared-memory store, Redis, a Redis
+ * lease (rl_give_back, docs/design.md).
  *
- * No shared state of its own: refunds go through the store's locking.
+ * No shared state of its own: refunds go through the backends' own
+ * locking.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,13 +23,12 @@
 #include "utils/memutils.h"
 
 #include "refund.h"
-#include "store.h"
 
 typedef struct RlConsumption
 {
 	struct RlConsumption *next;
 	RlRequest	req;			/* its key is copied along */
-	int64		time;			/* the decision's time */
+	RlDecision	d;				/* where it consumed, and when */
 	SubTransactionId subid;
 } RlConsumption;
 
@@ -47,7 +47,7 @@ refund_where(SubTransactionId subid)
 
 		if (subid == InvalidSubTransactionId || c->subid == subid)
 		{
-			rl_store_refund(&c->req, c->time, c->req.params.cost);
+			rl_give_back(&c->req, &c->d);
 			*link = c->next;
 		}
 		else
@@ -98,8 +98,7 @@ refund_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 
 /*
  * Remember a decision's consumption, to give it back if the current
- * (sub)transaction aborts.  Decisions that consumed nothing in the store
- * are ignored.
+ * (sub)transaction aborts.  Decisions that consumed nothing are ignored.
  */
 void
 rl_refund_track(const RlRequest *req, const RlDecision *d)
@@ -109,7 +108,8 @@ rl_refund_track(const RlRequest *req, const RlDecision *d)
 	char	   *key;
 
 	/* a shadow's denial was turned into an allow: it consumed nothing */
-	if (!d->stored || !d->allowed || d->shadowed || req->params.cost == 0)
+	if (!(d->stored || d->remote || d->leased || d->prechecked) ||
+		!d->allowed || d->shadowed || req->params.cost == 0)
 		return;
 	if (!callbacks_registered)
 	{
@@ -124,7 +124,7 @@ rl_refund_track(const RlRequest *req, const RlDecision *d)
 	memcpy(key, req->key, req->keylen);
 	c->req = *req;
 	c->req.key = key;
-	c->time = d->time;
+	c->d = *d;
 	c->subid = GetCurrentSubTransactionId();
 	c->next = consumed;
 	consumed = c;

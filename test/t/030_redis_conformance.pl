@@ -104,6 +104,57 @@ is( $node->safe_psql(
 	'4611686018427387901|30000-01-01 00:00:00.000001+00',
 	'huge limits and times stay exact');
 
+# rl_reset_all drops the database's states in Redis, and nothing else
+sub psql_last { return (split /\n/, $node->safe_psql(@_))[-1]; }
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+$node->safe_psql('other', 'CREATE EXTENSION ratelimit');
+my $otheroid = $node->safe_psql('postgres',
+	"SELECT oid FROM pg_database WHERE datname = 'other'");
+$node->safe_psql('postgres', 'SELECT rl_reset_all()');
+my $five = "unnest(ARRAY['fixed_window', 'sliding_window_log', "
+  . "'sliding_window_counter', 'token_bucket', 'leaky_bucket']) a";
+$node->safe_psql('postgres',
+	"SELECT rl_allow('all' || i, a, 5, '1 hour') FROM generate_series(1, 30) i, $five");
+$node->safe_psql('other', "SELECT rl_allow('o', 'fixed_window', 5, '1 hour')");
+$redis->cli('SET', 'unrelated', 'x');
+$redis->cli('HSET', 'rl:{shared-ns:fw:k}', 't', '1');
+is($node->safe_psql('postgres', 'SELECT rl_reset_all()'),
+	'150', 'rl_reset_all drops the 150 states of the database in Redis');
+is($redis->cli('KEYS', "rl:{$dboid:*"), '', 'none of its keys is left');
+is($redis->cli('EXISTS', "rl:{$otheroid:fw:o}", 'unrelated', 'rl:{shared-ns:fw:k}'),
+	'3', "another database's state, a namespace's and other keys stay");
+is(psql_last('other', q{
+	SET ratelimit.backend = local;
+	SELECT rl_reset_all();
+}), '0', 'with the local backend (and no Redis policy) Redis is not touched');
+is($redis->cli('EXISTS', "rl:{$otheroid:fw:o}"), '1', 'the state is still there');
+is(psql_last('other', q{
+	SET ratelimit.backend = local;
+	INSERT INTO rl_policy (name, algo, "limit", backend)
+	VALUES ('remote', 'fixed_window', 5, 'redis');
+	SELECT rl_reset_all();
+}), '1', 'a policy on Redis makes rl_reset_all clear Redis too');
+$node->safe_psql('other', "SELECT rl_allow('o', 'fixed_window', 5, '1 hour')");
+is($node->safe_psql('postgres', 'SELECT rl_reset_all(all_databases => true)'),
+	'1', 'all_databases: every database (named by its OID) in Redis');
+is($redis->cli('EXISTS', "rl:{$otheroid:fw:o}", 'unrelated', 'rl:{shared-ns:fw:k}'),
+	'2', 'a namespace and other keys still stay');
+# with a namespace, its states go, and glob characters in it match only
+# themselves
+$redis->cli('HSET', 'rl:{nsX1:fw:k}', 't', '1');
+is(psql_last('postgres', q{
+	SET ratelimit.redis_namespace = 'ns*1';
+	SELECT rl_allow('n' || i, 'token_bucket', 5, '1 hour') FROM generate_series(1, 3) i;
+	SELECT rl_reset_all();
+}), '3', 'a namespace: its 3 states are dropped');
+is($redis->cli('EXISTS', 'rl:{nsX1:fw:k}', 'rl:{shared-ns:fw:k}'), '2',
+	'a namespace\'s glob characters match only themselves');
+$node->safe_psql('postgres', 'DROP DATABASE other');
+$redis->stop;
+($ret, $out, $err) = $node->psql('postgres', 'SELECT rl_reset_all()');
+like($err, qr/ERROR:  could not reset every state in Redis: could not connect/,
+	'rl_reset_all with Redis down raises an error');
+
 $node->stop;
 $redis->stop;
 done_testing();

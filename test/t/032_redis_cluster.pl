@@ -76,6 +76,19 @@ my $m = owner($k);
 is($m->cli('EXISTS', $k, "$k:log"), '2',
 	'both keys of a sliding_window_log decision live on the owner of their slot');
 
+# refunds reach each key's owner
+my @refunded = split /\n/, $node->safe_psql(
+	'postgres', q{
+	SET ratelimit.refund_on_rollback = on;
+	BEGIN;
+	SELECT rl_allow('refund' || i, 'fixed_window', 3, '1 hour')
+	FROM generate_series(1, 12) i, generate_series(1, 2);
+	ROLLBACK;
+	SELECT count(*) FROM generate_series(1, 12) i
+	WHERE (rl_check('refund' || i, 'fixed_window', 3, '1 hour', cost => 0)).remaining = 3;
+});
+is($refunded[-1], '12', 'a rollback gives back on every master (12 keys)');
+
 # ---- many sessions on one key never admit more than the limit ----
 
 $node->safe_psql('postgres', 'CREATE TABLE admitted (n int)');
@@ -159,6 +172,16 @@ is($bg->query_safe(
 		"SELECT remaining FROM rl_check('split', 'sliding_window_log', 100, '1 hour')"),
 	'95', 'split slot: migration done');
 is(info('failures'), '0', 'no call failed');
+
+# rl_reset_all reaches every master
+$node->safe_psql('postgres',
+	"SELECT rl_allow('wipe' || i, 'sliding_window_log', 5, '1 hour') FROM generate_series(1, 30) i");
+ok((grep { $_->cli('KEYS', "rl:{$dboid:swl:wipe*") ne '' } @masters) == 3,
+	'30 states on the three masters');
+ok($node->safe_psql('postgres', 'SELECT rl_reset_all()') >= 30,
+	'rl_reset_all drops them (and what else the database had)');
+is(join('', map { $_->cli('KEYS', "rl:{$dboid:*") } @masters), '',
+	'no key of the database is left on any master');
 
 $bg->quit;
 $node->stop;
