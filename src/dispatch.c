@@ -201,36 +201,185 @@ apply_shadow(const RlRequest *req, RlDecision *d)
 }
 
 /*
- * Decide n requests all or nothing (rl_store_decide_all).  The atomicity
- * comes from holding the store's partition locks together, so every
- * request must use the local backend.  Returns whether all admitted.
+ * Decide n requests all or nothing in the shared-memory store
+ * (rl_store_decide_all): the atomicity comes from holding the store's
+ * partition locks together.  A request the store has no room for is
+ * decided by its fail_mode ("local" counting as "open"), a denial counting
+ * against the whole.  Returns whether all admitted.
  */
-bool
-rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
+static bool
+local_decide_all(const RlRequest *reqs, int n, int64 now, RlDecision *ds)
 {
-	bool		fail_open[RL_MAX_MULTI];
+	bool		fail_open[RL_MAX_MULTI] = {0};
 	RlStatus	statuses[RL_MAX_MULTI];
-	int64		now;
+	bool		all;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		fail_open[i] = rl_request_fail_mode(&reqs[i]) != RL_FAIL_CLOSED;
+	all = rl_store_decide_all(reqs, n, now, fail_open, ds, statuses);
+	for (i = 0; i < n; i++)
+		if (statuses[i] == RL_NO_ROOM)
+			rl_fail_decision(&reqs[i], now, fail_open[i], &ds[i]);
+	return all;
+}
+
+/*
+ * n requests Redis could not decide all or nothing: each request's
+ * fail_mode decides.  If one says "closed", nothing is admitted (each
+ * request reports its own fail_mode's answer); otherwise "open" requests
+ * are allowed and "local" ones are decided in the store, all or nothing
+ * among them (in hybrid mode, where ds holds the pre-check's decisions,
+ * those stand).  Returns whether all admitted.
+ */
+static bool
+fail_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
+				RlDecision *ds)
+{
+	RlRequest	sub[RL_MAX_MULTI];
+	RlDecision	subd[RL_MAX_MULTI];
+	int			subidx[RL_MAX_MULTI];
+	int			nsub = 0;
+	bool		closed = false;
+	bool		all;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (rl_request_fail_mode(&reqs[i]) == RL_FAIL_CLOSED)
+			closed = true;
+	for (i = 0; i < n; i++)
+	{
+		int			mode = rl_request_fail_mode(&reqs[i]);
+
+		if (mode == RL_FAIL_LOCAL && !closed)
+		{
+			if (!hybrid)
+			{
+				subidx[nsub] = i;
+				sub[nsub++] = reqs[i];
+			}
+		}
+		else
+		{
+			bool		pc = ds[i].prechecked;
+			int64		pt = ds[i].precheck_time;
+
+			rl_fail_decision(&reqs[i], now, mode == RL_FAIL_OPEN, &ds[i]);
+			ds[i].prechecked = pc;
+			ds[i].precheck_time = pt;
+		}
+	}
+	all = !closed;
+	if (nsub > 0)
+	{
+		all = local_decide_all(sub, nsub, now, subd);
+		for (i = 0; i < nsub; i++)
+			ds[subidx[i]] = subd[i];
+	}
+	return all;
+}
+
+/*
+ * Decide n requests all or nothing with Redis (one script: atomic in
+ * Redis), after hybrid's pre-check, itself all or nothing in the store;
+ * fail_decide_all when Redis cannot decide.  Whatever is not admitted in
+ * the end gives back what the pre-check consumed.  Returns whether all
+ * admitted.
+ */
+static bool
+remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
+				  RlDecision *ds)
+{
+	RlRequest	pre[RL_MAX_MULTI];
+	RlDecision	remote[RL_MAX_MULTI];
 	bool		all;
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
-		if (rl_request_backend(&reqs[i]) != RL_BACKEND_LOCAL)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("all-or-nothing checks need the local backend"),
-					 errdetail("Key %d would be decided by Redis.", i + 1)));
-		fail_open[i] = rl_request_fail_mode(&reqs[i]) != RL_FAIL_CLOSED;
-		memset(&ds[i], 0, sizeof(RlDecision));
+		rl_redis_check_request(&reqs[i]);
+		pre[i] = hybrid_precheck(&reqs[i]);
+	}
+	if (hybrid)
+	{
+		if (!local_decide_all(pre, n, now, ds))
+			return false;
+		for (i = 0; i < n; i++)
+		{
+			ds[i].prechecked = ds[i].stored;
+			ds[i].precheck_time = ds[i].time;
+			ds[i].stored = false;
+		}
 	}
 
+	if (rl_redis_decide_all(reqs, n, remote) == RL_OK)
+	{
+		all = true;
+		for (i = 0; i < n; i++)
+		{
+			remote[i].prechecked = ds[i].prechecked;
+			remote[i].precheck_time = ds[i].precheck_time;
+			ds[i] = remote[i];
+			if (!ds[i].allowed && !reqs[i].shadow)
+				all = false;
+		}
+	}
+	else
+		all = fail_decide_all(reqs, n, now, hybrid, ds);
+
+	if (hybrid && !all)
+		for (i = 0; i < n; i++)
+			if (ds[i].prechecked)
+			{
+				rl_store_refund(&pre[i], ds[i].precheck_time,
+								reqs[i].params.cost);
+				ds[i].prechecked = false;
+			}
+	return all;
+}
+
+/* A backend's name, as the setting spells it. */
+static const char *
+backend_name(int backend)
+{
+	const struct config_enum_entry *o;
+
+	for (o = rl_backend_options; o->name != NULL; o++)
+		if (o->val == backend)
+			return o->name;
+	return "?";
+}
+
+/*
+ * Decide n requests all or nothing, on the backend they share (their
+ * policies' or the setting's): the local store, or Redis.  Returns whether
+ * all admitted.
+ */
+bool
+rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
+{
+	int			backend = rl_request_backend(&reqs[0]);
+	int64		now;
+	bool		all;
+	int			i;
+
+	for (i = 1; i < n; i++)
+		if (rl_request_backend(&reqs[i]) != backend)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("all-or-nothing checks need every key on the same backend"),
+					 errdetail("Key %d is decided by the %s backend, key 1 by the %s backend.",
+							   i + 1, backend_name(rl_request_backend(&reqs[i])),
+							   backend_name(backend))));
+	memset(ds, 0, sizeof(RlDecision) * n);
+
 	now = rl_clock_now();
-	all = rl_store_decide_all(reqs, n, now, fail_open, ds, statuses);
+	if (backend == RL_BACKEND_LOCAL)
+		all = local_decide_all(reqs, n, now, ds);
+	else
+		all = remote_decide_all(reqs, n, now, backend == RL_BACKEND_HYBRID, ds);
 	for (i = 0; i < n; i++)
 	{
-		if (statuses[i] == RL_NO_ROOM)
-			rl_fail_decision(&reqs[i], now, fail_open[i], &ds[i]);
 		apply_shadow(&reqs[i], &ds[i]);
 		rl_stats_count(&reqs[i], &ds[i]);
 	}

@@ -412,8 +412,7 @@ wait_admitted(const RlRequest *req, int64 max_wait)
 			wait = (int64) ceil(d.delay * 1000000.0);
 			if (wait > 0 && now + wait > deadline)
 			{
-				if (d.stored)
-					rl_store_refund(req, d.time, req->params.cost);
+				rl_give_back(req, &d);
 				return false;
 			}
 			if (rl_refund_on_rollback)

@@ -129,6 +129,9 @@ typedef enum RlScript
 /* The complete scripts and their SHA1s, built on first use. */
 static char *script_text[RL_NUM_SCRIPTS][RL_NUM_ALGOS];
 static char script_sha[RL_NUM_SCRIPTS][RL_NUM_ALGOS][SHA1_DIGEST_LENGTH * 2 + 1];
+/* the all-or-nothing script, deciding several calls of any algorithms */
+static char *script_all_text;
+static char script_all_sha[SHA1_DIGEST_LENGTH * 2 + 1];
 
 /* Key-name codes of the algorithms (part of the documented layout). */
 static const char *const algo_code[RL_NUM_ALGOS] = {
@@ -397,46 +400,62 @@ script_body(RlScript kind, RlAlgo algo)
 	return NULL;				/* keep the compiler quiet */
 }
 
+/* A script's text, copied to TopMemoryContext, and its SHA1 in hex. */
+static char *
+script_finish(const StringInfo text, char *sha)
+{
+	pg_cryptohash_ctx *ctx;
+	uint8		digest[SHA1_DIGEST_LENGTH];
+	int			i;
+
+	ctx = pg_cryptohash_create(PG_SHA1);
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) text->data, text->len) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not compute the SHA1 of a ratelimit script");
+	pg_cryptohash_free(ctx);
+	for (i = 0; i < SHA1_DIGEST_LENGTH; i++)
+		sprintf(&sha[i * 2], "%02x", digest[i]);
+	return MemoryContextStrdup(TopMemoryContext, text->data);
+}
+
 /*
  * Assemble the scripts and their SHA1s (once per backend, in
- * TopMemoryContext): the prelude, for the buckets the bucket part, then
- * the body.
+ * TopMemoryContext).  A script deciding or refunding one call is the
+ * prelude, the call's setup, for the buckets the bucket part, then the
+ * body.  The all-or-nothing script is the prelude, each body as a function
+ * decide_<code> or refund_<code>, then the driver.
  */
 static void
 scripts_build(void)
 {
+	StringInfoData all;
 	int			k;
 	int			a;
 
+	initStringInfo(&all);
+	appendStringInfoString(&all, rl_lua_prelude);
 	for (k = 0; k < RL_NUM_SCRIPTS; k++)
 		for (a = 0; a < RL_NUM_ALGOS; a++)
 		{
 			const char *body = script_body((RlScript) k, (RlAlgo) a);
-			bool		bucket = rl_algo_has_burst((RlAlgo) a);
-			pg_cryptohash_ctx *ctx;
-			uint8		digest[SHA1_DIGEST_LENGTH];
-			char	   *text;
-			int			i;
+			const char *bucket = rl_algo_has_burst((RlAlgo) a) ?
+				rl_lua_bucket : "";
+			StringInfoData text;
 
-			text = MemoryContextAlloc(TopMemoryContext,
-									  strlen(rl_lua_prelude) + strlen(body) +
-									  (bucket ? strlen(rl_lua_bucket) : 0) + 1);
-			strcpy(text, rl_lua_prelude);
-			if (bucket)
-				strcat(text, rl_lua_bucket);
-			strcat(text, body);
+			initStringInfo(&text);
+			appendStringInfo(&text, "%s%s%s%s", rl_lua_prelude, rl_lua_single,
+							 bucket, body);
+			script_text[k][a] = script_finish(&text, script_sha[k][a]);
+			pfree(text.data);
 
-			ctx = pg_cryptohash_create(PG_SHA1);
-			if (pg_cryptohash_init(ctx) < 0 ||
-				pg_cryptohash_update(ctx, (const uint8 *) text,
-									 strlen(text)) < 0 ||
-				pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
-				elog(ERROR, "could not compute the SHA1 of a ratelimit script");
-			pg_cryptohash_free(ctx);
-			for (i = 0; i < SHA1_DIGEST_LENGTH; i++)
-				sprintf(&script_sha[k][a][i * 2], "%02x", digest[i]);
-			script_text[k][a] = text;
+			appendStringInfo(&all, "local function %s_%s()\n%s%send\n",
+							 k == RL_SCRIPT_DECIDE ? "decide" : "refund",
+							 algo_code[a], bucket, body);
 		}
+	appendStringInfoString(&all, rl_lua_all);
+	script_all_text = script_finish(&all, script_all_sha);
+	pfree(all.data);
 }
 
 /* ---- cluster slots ---- */
@@ -1447,6 +1466,49 @@ rl_redis_check_request(const RlRequest *req)
 }
 
 /*
+ * May a decision go to Redis?  Not while the breaker is open (the call is
+ * counted as skipped), except for the one call that wins the right to
+ * probe once the interval is over (*probe is then set).
+ */
+static bool
+breaker_lets_through(bool *probe)
+{
+	int64		now = rl_clock_now();
+	uint64		until;
+
+	*probe = false;
+	if (rl_redis_shared == NULL)
+		return true;
+	until = pg_atomic_read_u64(&rl_redis_shared->open_until);
+	if (until != 0)
+	{
+		uint64		next = (uint64) now +
+		(uint64) rl_redis_probe_interval * 1000;
+
+		if ((uint64) now < until ||
+			!pg_atomic_compare_exchange_u64(&rl_redis_shared->open_until,
+											&until, next))
+		{
+			rl_redis_count(RL_REDIS_SKIPPED);
+			return false;
+		}
+		*probe = true;
+	}
+	return true;
+}
+
+/* A decision went through: a probe closes the breaker. */
+static void
+breaker_close(bool probe)
+{
+	if (!probe)
+		return;
+	pg_atomic_write_u64(&rl_redis_shared->open_until, 0);
+	ereport(LOG,
+			(errmsg("ratelimit: Redis is reachable again")));
+}
+
+/*
  * Decide the request in Redis.  RL_UNAVAILABLE when Redis cannot decide it
  * in time, or while the breaker is open (the caller applies fail_mode).
  * An explicit "at" before RL_REDIS_MIN_TIME is an error
@@ -1455,36 +1517,13 @@ rl_redis_check_request(const RlRequest *req)
 RlStatus
 rl_redis_decide(const RlRequest *req, RlDecision *d)
 {
-	int64		now = rl_clock_now();
-	uint64		until = 0;
-	bool		probe = false;
+	bool		probe;
 
 	/* a Redis decision fills only the reported fields */
 	memset(d, 0, sizeof(*d));
 	rl_redis_check_request(req);
-
-	if (rl_redis_shared != NULL)
-	{
-		until = pg_atomic_read_u64(&rl_redis_shared->open_until);
-		if (until != 0)
-		{
-			uint64		next = (uint64) now +
-			(uint64) rl_redis_probe_interval * 1000;
-
-			/*
-			 * Open: fail fast, unless the interval is over and this call
-			 * wins the right to probe.
-			 */
-			if ((uint64) now < until ||
-				!pg_atomic_compare_exchange_u64(&rl_redis_shared->open_until,
-												&until, next))
-			{
-				rl_redis_count(RL_REDIS_SKIPPED);
-				return RL_UNAVAILABLE;
-			}
-			probe = true;
-		}
-	}
+	if (!breaker_lets_through(&probe))
+		return RL_UNAVAILABLE;
 
 	rl_redis_count(RL_REDIS_CALLS);
 	if (!redis_call(req, d))
@@ -1493,12 +1532,165 @@ rl_redis_decide(const RlRequest *req, RlDecision *d)
 		return RL_UNAVAILABLE;
 	}
 	d->remote = d->allowed && req->params.cost > 0;
-	if (probe)
+	breaker_close(probe);
+	return RL_OK;
+}
+
+/*
+ * Run the all-or-nothing script on n requests (rl_lua_all).  False on
+ * failure, with call_error set.  In a Redis Cluster every key must be in
+ * one slot, which keys of different hash tags almost never are: that is an
+ * ERROR, not a failure for fail_mode.
+ */
+static bool
+redis_call_all(const RlRequest *reqs, int n, RlDecision *ds)
+{
+	int			maxargs = 4 + n * 11;
+	const char **argv = palloc(sizeof(char *) * maxargs);
+	size_t	   *argvlen = palloc(sizeof(size_t) * maxargs);
+	char	  (*nums)[24] = palloc(sizeof(char[24]) * (n * 5 + 2));
+	int			argc = 3;
+	int			nk = 0;
+	int			nnum = 0;
+	int			slot = -1;
+	redisReply *r;
+	RlRedisNode *node;
+	bool		ok = true;
+	int			i;
+	int			j;
+	int			pass;
+
+	if (config_stale)
+		config_load();
+	if (script_text[0][0] == NULL)
+		scripts_build();
+	if (topology == RL_TOPO_UNKNOWN &&
+		!topology_discover(GetCurrentTimestamp() +
+						   (int64) (rl_redis_connect_timeout +
+									rl_redis_command_timeout) * 1000))
+		return false;
+
+	argv[0] = "EVALSHA";
+	argv[1] = script_all_sha;
+	/* the keys first, then n and each call's arguments */
+	for (pass = 0; pass < 2; pass++)
+		for (i = 0; i < n; i++)
+		{
+			const RlRequest *req = &reqs[i];
+			bool		log = req->algo == RL_SLIDING_WINDOW_LOG;
+
+			if (pass == 0)
+			{
+				StringInfoData hkey;
+				StringInfoData lkey;
+				int			s;
+
+				key_names(&hkey, &lkey, req->dbid, req->algo, req->key,
+						  req->keylen);
+				s = rl_redis_slot(hkey.data, hkey.len);
+				if (topology == RL_TOPO_CLUSTER && slot >= 0 && s != slot)
+					ereport(ERROR,
+							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+							 errmsg("all-or-nothing checks on a Redis Cluster need every key in one hash slot"),
+							 errdetail("Keys 1 and %d are in slots %d and %d.",
+									   i + 1, slot, s),
+							 errhint("Use a single Redis server, or the local backend, for all-or-nothing checks.")));
+				slot = s;
+				argv[argc] = hkey.data;
+				argvlen[argc++] = hkey.len;
+				nk++;
+				if (log)
+				{
+					argv[argc] = lkey.data;
+					argvlen[argc++] = lkey.len;
+					nk++;
+				}
+				continue;
+			}
+			if (i == 0)
+			{
+				snprintf(nums[nnum], 24, "%d", n);
+				argv[argc] = nums[nnum++];
+				argvlen[argc] = strlen(argv[argc]);
+				argc++;
+			}
+			argv[argc++] = algo_code[req->algo];
+			argv[argc++] = log ? "2" : "1";
+			argv[argc++] = req->shadow ? "1" : "0";
+			if (req->at != RL_NO_TIME)
+				snprintf(nums[nnum], 24, INT64_FORMAT, req->at);
+			else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
+				snprintf(nums[nnum], 24, INT64_FORMAT, rl_clock_now());
+			else
+				nums[nnum][0] = '\0';
+			argv[argc++] = nums[nnum++];
+			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.limit);
+			argv[argc++] = nums[nnum++];
+			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.per);
+			argv[argc++] = nums[nnum++];
+			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.cost);
+			argv[argc++] = nums[nnum++];
+			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.burst);
+			argv[argc++] = nums[nnum++];
+			argv[argc++] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
+				RL_REDIS_SLACK_CLOCK;
+			for (j = argc - 9; j < argc; j++)
+				argvlen[j] = strlen(argv[j]);
+		}
 	{
-		pg_atomic_write_u64(&rl_redis_shared->open_until, 0);
-		ereport(LOG,
-				(errmsg("ratelimit: Redis is reachable again")));
+		char		numkeys[16];
+
+		snprintf(numkeys, sizeof(numkeys), "%d", nk);
+		argv[2] = numkeys;
+		argvlen[0] = 7;
+		argvlen[1] = strlen(script_all_sha);
+		argvlen[2] = strlen(numkeys);
+		r = key_command(slot, argc, argv, argvlen, script_all_text, &node);
 	}
+	if (r == NULL)
+		return false;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t) n)
+		ok = false;
+	for (i = 0; ok && i < n; i++)
+		ok = reply_decision(r->element[i], &ds[i]);
+	if (!ok)
+		reply_failed(node, "the all-or-nothing script", r);
+	held_free();
+	return ok;
+}
+
+/*
+ * Decide n requests all or nothing in Redis, in one script (the local
+ * store's rl_store_decide_all, in Redis): every request is decided; if one
+ * is denied, a shadow's denial aside, what the others consumed is given
+ * back and they report a look at their state.  RL_UNAVAILABLE as for
+ * rl_redis_decide.
+ */
+RlStatus
+rl_redis_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
+{
+	bool		probe;
+	bool		all = true;
+	int			i;
+
+	memset(ds, 0, sizeof(RlDecision) * n);
+	for (i = 0; i < n; i++)
+		rl_redis_check_request(&reqs[i]);
+	if (!breaker_lets_through(&probe))
+		return RL_UNAVAILABLE;
+
+	rl_redis_count(RL_REDIS_CALLS);
+	if (!redis_call_all(reqs, n, ds))
+	{
+		failure(true);
+		return RL_UNAVAILABLE;
+	}
+	for (i = 0; i < n; i++)
+		if (!ds[i].allowed && !reqs[i].shadow)
+			all = false;
+	for (i = 0; i < n; i++)
+		ds[i].remote = all && ds[i].allowed && reqs[i].params.cost > 0;
+	breaker_close(probe);
 	return RL_OK;
 }
 

@@ -54,6 +54,8 @@ extern const char rl_lua_refund_sliding_window_log[];
 extern const char rl_lua_refund_sliding_window_counter[];
 extern const char rl_lua_refund_token_bucket[];
 extern const char rl_lua_refund_leaky_bucket[];
+extern const char rl_lua_single[];
+extern const char rl_lua_all[];
 
 extern void rl_redis_request(void);
 extern void rl_redis_startup(void);
@@ -63,6 +65,8 @@ extern bool rl_redis_parse_nodes(const char *spec, int *nnodes,
 extern void rl_redis_check_request(const RlRequest *req);
 extern RlStatus rl_redis_decide(const RlRequest *req, RlDecision *d);
 extern void rl_redis_refund(const RlRequest *req, int64 t);
+extern RlStatus rl_redis_decide_all(const RlRequest *reqs, int n,
+									RlDecision *ds);
 extern int64 rl_redis_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
 extern int64 rl_redis_reset_all(Oid dbid);

@@ -224,9 +224,14 @@ const char rl_lua_prelude[] =
 	"local function min(a, b) return cmp(a, b) <= 0 and a or b end\n"
 	"local function pos(a, b) return cmp(a, b) > 0 and sub(a, b) or 0 end\n"
 	"\n"
-	"-- ARGV: at ('' = Redis TIME), limit, per, cost, burst, ttl slack in ms\n"
-	"local H = KEYS[1]\n"
-	"local L, W, C = num(ARGV[2]), num(ARGV[3]), num(ARGV[4])\n"
+	"-- The call being decided: K its keys, A its arguments (at ('' = Redis\n"
+	"-- TIME), limit, per, cost, burst, ttl slack in ms), H its state hash and\n"
+	"-- L, W, C.  A script deciding several calls uses each in turn.\n"
+	"local K, A, H, L, W, C\n"
+	"local function use(keys, args)\n"
+	"  K, A, H = keys, args, keys[1]\n"
+	"  L, W, C = num(args[2]), num(args[3]), num(args[4])\n"
+	"end\n"
 	"local SATURATE = norm(limbs(2 ^ 62))\n"
 	"\n"
 	"-- The key's state: HMGET of t (its latest time) and the given fields, or\n"
@@ -243,11 +248,11 @@ const char rl_lua_prelude[] =
 	"-- The time of the call, never before the latest time the key has seen.\n"
 	"local function clock(latest)\n"
 	"  local t\n"
-	"  if ARGV[1] == '' then\n"
+	"  if A[1] == '' then\n"
 	"    local tm = redis.call('TIME')\n"
 	"    t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])\n"
 	"  else\n"
-	"    t = num(ARGV[1])\n"
+	"    t = num(A[1])\n"
 	"  end\n"
 	"  if latest and cmp(latest, t) > 0 then t = latest end\n"
 	"  return t\n"
@@ -271,9 +276,9 @@ const char rl_lua_prelude[] =
 	"                      rn, rd, dn, dd)\n"
 	"  if not fresh or cmp(C, 0) > 0 then\n"
 	"    redis.call('HSET', H, 't', str(t), unpack(fields))\n"
-	"    local ttl = floor(approx(pos(reset, t)) / 1000) + 1 + tonumber(ARGV[6])\n"
+	"    local ttl = floor(approx(pos(reset, t)) / 1000) + 1 + tonumber(A[6])\n"
 	"    if ttl > 35184372088832 then ttl = 35184372088832 end\n"
-	"    for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ttl) end\n"
+	"    for i = 1, #K do redis.call('PEXPIRE', K[i], ttl) end\n"
 	"  end\n"
 	"  return {allowed and 1 or 0, str(remaining), str(reset), str(rn), str(rd),\n"
 	"          str(dn), str(dd), str(t)}\n"
@@ -289,7 +294,7 @@ const char rl_lua_bucket[] =
 	"  if up and r ~= 0 then q = add(q, 1) end\n"
 	"  return add(mul(whole, to), q)\n"
 	"end\n"
-	"local B = num(ARGV[5])\n"
+	"local B = num(A[5])\n"
 	"local v = state('x', 'w')\n"
 	"local last = v and num(v[1])\n"
 	"local t = clock(last)\n"
@@ -314,7 +319,7 @@ const char rl_lua_sliding_window_log[] =
 	"-- sliding_window_log.  KEYS[1]: hash {t = latest time, n = total cost of\n"
 	"-- the logged entries}; KEYS[2]: list of \"time cost\" entries, oldest first,\n"
 	"-- one per microsecond (calls at the same time merge).\n"
-	"local G = KEYS[2]\n"
+	"local G = K[2]\n"
 	"local function entry(e)\n"
 	"  local sp = string.find(e, ' ', 1, true)\n"
 	"  return num(string.sub(e, 1, sp - 1)), num(string.sub(e, sp + 1))\n"
@@ -434,7 +439,7 @@ const char rl_lua_leaky_bucket[] =
 const char rl_lua_refund_fixed_window[] =
 	"-- the units still count only while their window lasts\n"
 	"local v = state('s', 'c')\n"
-	"if not v or cmp(num(v[2]), window(num(ARGV[1]))) ~= 0 then return 0 end\n"
+	"if not v or cmp(num(v[2]), window(num(A[1]))) ~= 0 then return 0 end\n"
 	"redis.call('HSET', H, 'c', str(pos(num(v[3]), C)))\n"
 	"return 1\n";
 
@@ -443,7 +448,7 @@ const char rl_lua_refund_sliding_window_counter[] =
 	"-- rolled once since\n"
 	"local v = state('s', 'c', 'p')\n"
 	"if not v then return 0 end\n"
-	"local s, start = num(v[2]), window(num(ARGV[1]))\n"
+	"local s, start = num(v[2]), window(num(A[1]))\n"
 	"if cmp(s, start) == 0 then\n"
 	"  redis.call('HSET', H, 'c', str(pos(num(v[3]), C)))\n"
 	"elseif cmp(s, add(start, W)) == 0 then\n"
@@ -455,14 +460,14 @@ const char rl_lua_refund_sliding_window_counter[] =
 
 const char rl_lua_refund_sliding_window_log[] =
 	"-- the call's entry, if still logged; an emptied newest entry goes\n"
-	"local G = KEYS[2]\n"
+	"local G = K[2]\n"
 	"local function entry(e)\n"
 	"  local sp = string.find(e, ' ', 1, true)\n"
 	"  return num(string.sub(e, 1, sp - 1)), num(string.sub(e, sp + 1))\n"
 	"end\n"
 	"local v = state('n')\n"
 	"if not v then return 0 end\n"
-	"local T = num(ARGV[1])\n"
+	"local T = num(A[1])\n"
 	"local n = redis.call('LLEN', G)\n"
 	"local i = n\n"
 	"local last = redis.call('LINDEX', G, -1)\n"
@@ -500,3 +505,58 @@ const char rl_lua_refund_leaky_bucket[] =
 	"redis.call('HSET', H, 'x', str(pos(rescale(num(v[2]), num(v[3]), W, true), cw)),\n"
 	"           'w', str(W))\n"
 	"return 1\n";
+
+/* After the prelude of a script deciding one call. */
+const char rl_lua_single[] =
+	"use(KEYS, ARGV)\n";
+
+/*
+ * All or nothing (rl_allow_all), after the prelude and each algorithm's
+ * decision and refund as functions decide_<code> and refund_<code>, as
+ * the local store does it under its partition locks: every call is
+ * decided at one time; if one is denied (a shadow's denial aside), the
+ * admitted ones are refunded and then reported as a look (cost 0) at their
+ * time.  KEYS: the calls' keys in order; ARGV: the number of calls, then
+ * for each its algorithm's code, its number of keys, 1 if it is a shadow
+ * (else 0) and its six arguments.  The reply is each call's reply.
+ */
+const char rl_lua_all[] =
+	"local decide = {fw = decide_fw, swl = decide_swl, swc = decide_swc,\n"
+	"                tb = decide_tb, lb = decide_lb}\n"
+	"local refund = {fw = refund_fw, swl = refund_swl, swc = refund_swc,\n"
+	"                tb = refund_tb, lb = refund_lb}\n"
+	"local calls, ki, ai, now = {}, 1, 2, nil\n"
+	"for i = 1, tonumber(ARGV[1]) do\n"
+	"  local c = {algo = ARGV[ai], shadow = ARGV[ai + 2] == '1', keys = {},\n"
+	"             args = {}}\n"
+	"  for j = 1, tonumber(ARGV[ai + 1]) do c.keys[j] = KEYS[ki]; ki = ki + 1 end\n"
+	"  for j = 1, 6 do c.args[j] = ARGV[ai + 2 + j] end\n"
+	"  if c.args[1] == '' then\n"
+	"    if not now then\n"
+	"      local tm = redis.call('TIME')\n"
+	"      now = str(tonumber(tm[1]) * 1000000 + tonumber(tm[2]))\n"
+	"    end\n"
+	"    c.args[1] = now\n"
+	"  end\n"
+	"  calls[i], ai = c, ai + 9\n"
+	"end\n"
+	"local replies, all = {}, true\n"
+	"for i, c in ipairs(calls) do\n"
+	"  use(c.keys, c.args)\n"
+	"  replies[i] = decide[c.algo]()\n"
+	"  if replies[i][1] == 0 and not c.shadow then all = false end\n"
+	"end\n"
+	"if not all then\n"
+	"  for i, c in ipairs(calls) do\n"
+	"    if replies[i][1] == 1 then\n"
+	"      local args = {replies[i][8], c.args[2], c.args[3], c.args[4],\n"
+	"                    c.args[5], c.args[6]}\n"
+	"      use(c.keys, args)\n"
+	"      refund[c.algo]()\n"
+	"      args[4] = '0'\n"
+	"      use(c.keys, args)\n"
+	"      replies[i] = decide[c.algo]()\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
+	"return replies\n";
