@@ -202,10 +202,10 @@ apply_shadow(const RlRequest *req, RlDecision *d)
 
 /*
  * Decide n requests all or nothing in the shared-memory store
- * (rl_store_decide_all): the atomicity comes from holding the store's
- * partition locks together.  A request the store has no room for is
- * decided by its fail_mode ("local" counting as "open"), a denial counting
- * against the whole.  Returns whether all admitted.
+ * (rl_store_decide_all), filling ds from scratch: the atomicity comes from
+ * holding the store's partition locks together.  A request the store has
+ * no room for is decided by its fail_mode ("local" counting as "open"), a
+ * denial counting against the whole.  Returns whether all admitted.
  */
 static bool
 local_decide_all(const RlRequest *reqs, int n, int64 now, RlDecision *ds)
@@ -215,6 +215,7 @@ local_decide_all(const RlRequest *reqs, int n, int64 now, RlDecision *ds)
 	bool		all;
 	int			i;
 
+	memset(ds, 0, sizeof(RlDecision) * n);
 	for (i = 0; i < n; i++)
 		fail_open[i] = rl_request_fail_mode(&reqs[i]) != RL_FAIL_CLOSED;
 	all = rl_store_decide_all(reqs, n, now, fail_open, ds, statuses);

@@ -204,6 +204,15 @@ both clients on the same machine.
 | ratio one call per statement / redis-benchmark | $ratio_stmt |
 | one call per statement, ratelimit.redis_batch = 100 | $tps_batch |
 
+Both rl_allow runs and redis-benchmark have $clients connections to Redis with
+one request in flight on each. Back to back, each session calls rl_allow
+1,000 times per statement: what is measured is the limiter's own path (the
+call, the script through hiredis, the reply), the target's subject. One call
+per statement adds PostgreSQL's client round trip to every call (parse-free
+execute, protocol, the backend's sleep and wake-up around it), which the local
+backend pays as well; with $(if [ "$pin" = 1 ]; then echo "PostgreSQL and pgbench on $((ncpu - 1)) CPU(s), Redis on its own"; else echo "everything sharing the CPUs"; fi),
+that is what limits the per-statement figure.
+
 Latency at $down_clients clients (pgbench per-transaction log, round trip
 from the client included):
 

@@ -179,7 +179,8 @@ $node->safe_psql('postgres',
 	q{INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('multi', 'fixed_window', 5, '1 hour')});
 is($node->safe_psql('postgres', "SELECT rl_allow_all(ARRAY['m1'], ARRAY['multi'])"),
 	't', 'an all-or-nothing check of one key works on a cluster');
-my ($ret, $out, $err) = $node->psql('postgres',
+my $ret;
+($ret, $out, $err) = $node->psql('postgres',
 	"SELECT rl_allow_all(ARRAY['m1', 'm2'], ARRAY['multi', 'multi'])");
 like($err, qr/ERROR:  all-or-nothing checks on a Redis Cluster need every key in one hash slot/,
 	'keys in different slots: SQLSTATE 0A000');

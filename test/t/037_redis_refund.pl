@@ -233,15 +233,7 @@ push @sql, 'COMMIT;';
 is($ret, 0, 'every call ran on both backends') or diag($err);
 my @lines = grep { /\|/ } split /\n/, $out;
 is(scalar @lines, 2 * scalar @described, 'one row per call and backend');
-my $mismatch = 0;
-for my $i (0 .. $#described)
-{
-	my ($l, $r) = @lines[ 2 * $i, 2 * $i + 1 ];
-	next if defined $l && defined $r && $l eq $r;
-	diag("call $i differs: $described[$i]\n  local: "
-		  . ($l // '(none)') . "\n  redis: " . ($r // '(none)'));
-	last if ++$mismatch >= 5;
-}
+my $mismatch = RlRedis::mismatches(\@described, \@lines);
 is($mismatch, 0,
 	scalar(@described) . ' calls, 40% of blocks of them rolled back: both backends answer identically');
 my $allowed_rolled = 0;

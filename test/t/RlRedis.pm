@@ -194,6 +194,25 @@ END
 	$_->stop('KILL') for grep { $_->{pid} } @ALL;
 }
 
+# Differential tests: the calls described, and the output lines, two per
+# call (the local backend's, then Redis's).  Returns how many calls
+# differ, telling the first five.
+sub mismatches
+{
+	my ($described, $lines) = @_;
+	my $mismatch = 0;
+
+	for my $i (0 .. $#$described)
+	{
+		my ($l, $r) = @$lines[ 2 * $i, 2 * $i + 1 ];
+		next if defined $l && defined $r && $l eq $r;
+		Test::More::diag("call $i differs: $described->[$i]\n  local: "
+			  . ($l // '(none)') . "\n  redis: " . ($r // '(none)'));
+		last if ++$mismatch >= 5;
+	}
+	return $mismatch;
+}
+
 # A started PostgreSQL node with ratelimit preloaded and the given
 # postgresql.conf lines (the backend, the Redis nodes, timeouts...).
 sub pg_node
