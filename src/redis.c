@@ -146,6 +146,7 @@ static const char *const algo_code[RL_NUM_ALGOS] = {
 static char call_error[256];
 
 static void call_failed(const char *fmt,...) pg_attribute_printf(1, 2);
+static void admin_failed(const char *what) pg_attribute_noreturn();
 
 /*
  * Record why the call fails.  Never given the password: messages name only
@@ -1198,6 +1199,15 @@ redis_call(const RlRequest *req, RlDecision *d)
 	return ok;
 }
 
+/* Raise the ERROR of an administrator's command Redis could not carry out. */
+static void
+admin_failed(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_CONNECTION_FAILURE),
+			 errmsg("could not %s in Redis: %s", what, call_error)));
+}
+
 /*
  * Drop the key's state in Redis, for one algorithm or all of them (rl_reset
  * with a Redis backend).  Returns the number of states dropped.  Resetting
@@ -1242,10 +1252,7 @@ rl_redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 			r = NULL;
 		}
 		if (r == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_CONNECTION_FAILURE),
-					 errmsg("could not reset the key in Redis: %s",
-							call_error)));
+			admin_failed("reset the key");
 		if (r->integer > 0)
 			dropped++;
 		held_free();
@@ -1253,15 +1260,6 @@ rl_redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 		pfree(lkey.data);
 	}
 	return dropped;
-}
-
-/* Raise the ERROR of an administrator's command Redis could not carry out. */
-static void
-admin_failed(const char *what)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("could not %s in Redis: %s", what, call_error)));
 }
 
 /*
