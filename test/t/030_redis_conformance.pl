@@ -154,6 +154,9 @@ $redis->stop;
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT rl_reset_all()');
 like($err, qr/ERROR:  could not reset every state in Redis: could not connect/,
 	'rl_reset_all with Redis down raises an error');
+($ret, $out, $err) = $node->psql('postgres', "SELECT rl_reset('layout')");
+like($err, qr/ERROR:  could not reset the key in Redis: could not connect/,
+	'so does rl_reset');
 
 $node->stop;
 $redis->stop;
