@@ -1113,57 +1113,95 @@ key_command(int slot, int argc, const char **argv, size_t *argvlen,
 	return NULL;
 }
 
-/*
- * Run the request's decision or refund script with the given "at" ('' for
- * Redis's clock).  Returns the reply (in held[], the caller calls
- * held_free) and the node that sent it, or NULL with call_error set.
- */
-static redisReply *
-script_run(const RlRequest *req, RlScript kind, const char *at,
-		   RlRedisNode **node)
+/* A script's ARGV for one call (see redis_scripts.c) */
+typedef struct RlScriptArgs
 {
-	StringInfoData hkey;
-	StringInfoData lkey;
-	char		limit[24];
-	char		per[24];
-	char		cost[24];
-	char		burst[24];
-	const char *argv[12];
-	size_t		argvlen[12];
-	int			argc = 0;
-	int			i;
-	bool		log = req->algo == RL_SLIDING_WINDOW_LOG;
-	redisReply *r;
+	char		num[5][24];		/* at, limit, per, cost, burst */
+	const char *argv[6];		/* those, then the TTL slack */
+	size_t		len[6];
+} RlScriptArgs;
 
+/*
+ * Fill a call's script arguments.  "at" is *t when t is given (a refund:
+ * the refunded call's time), else the request's own time: its explicit
+ * "at", the PostgreSQL clock with ratelimit.redis_clock = client, or ''
+ * for Redis's TIME.
+ */
+static void
+script_args(const RlRequest *req, const int64 *t, RlScriptArgs *a)
+{
+	int64		values[4] = {req->params.limit, req->params.per,
+	req->params.cost, req->params.burst};
+	int			i;
+
+	if (t != NULL)
+		snprintf(a->num[0], 24, INT64_FORMAT, *t);
+	else if (req->at != RL_NO_TIME)
+		snprintf(a->num[0], 24, INT64_FORMAT, req->at);
+	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
+		snprintf(a->num[0], 24, INT64_FORMAT, rl_clock_now());
+	else
+		a->num[0][0] = '\0';
+	for (i = 0; i < 4; i++)
+		snprintf(a->num[i + 1], 24, INT64_FORMAT, values[i]);
+	for (i = 0; i < 5; i++)
+		a->argv[i] = a->num[i];
+	a->argv[5] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
+		RL_REDIS_SLACK_CLOCK;
+	for (i = 0; i < 6; i++)
+		a->len[i] = strlen(a->argv[i]);
+}
+
+/* The settings read and the scripts built: ready to call Redis. */
+static void
+redis_ready(void)
+{
 	if (config_stale)
 		config_load();
 	if (script_text[0][0] == NULL)
 		scripts_build();
+}
+
+/*
+ * Run the request's decision or refund script (script_args says which
+ * "at").  Returns the reply (in held[], the caller calls held_free) and the
+ * node that sent it, or NULL with call_error set.
+ */
+static redisReply *
+script_run(const RlRequest *req, RlScript kind, const int64 *t,
+		   RlRedisNode **node)
+{
+	StringInfoData hkey;
+	StringInfoData lkey;
+	RlScriptArgs args;
+	const char *argv[11];
+	size_t		argvlen[11];
+	int			argc = 0;
+	int			i;
+	redisReply *r;
+
+	redis_ready();
 	key_names(&hkey, &lkey, req->dbid, req->algo, req->key, req->keylen);
+	script_args(req, t, &args);
 
-	snprintf(limit, sizeof(limit), INT64_FORMAT, req->params.limit);
-	snprintf(per, sizeof(per), INT64_FORMAT, req->params.per);
-	snprintf(cost, sizeof(cost), INT64_FORMAT, req->params.cost);
-	snprintf(burst, sizeof(burst), INT64_FORMAT, req->params.burst);
-
-	argv[argc++] = "EVALSHA";
-	argv[argc++] = script_sha[kind][req->algo];
-	argv[argc++] = log ? "2" : "1";
-	argv[argc++] = hkey.data;
-	if (log)
-		argv[argc++] = lkey.data;
-	argv[argc++] = at;
-	argv[argc++] = limit;
-	argv[argc++] = per;
-	argv[argc++] = cost;
-	argv[argc++] = burst;
-	argv[argc++] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
-		RL_REDIS_SLACK_CLOCK;
-	for (i = 0; i < argc; i++)
-		argvlen[i] = strlen(argv[i]);
-	argvlen[3] = hkey.len;
-	if (log)
-		argvlen[4] = lkey.len;
+	argv[argc] = "EVALSHA";
+	argvlen[argc++] = 7;
+	argv[argc] = script_sha[kind][req->algo];
+	argvlen[argc++] = strlen(argv[1]);
+	argv[argc] = req->algo == RL_SLIDING_WINDOW_LOG ? "2" : "1";
+	argvlen[argc++] = 1;
+	argv[argc] = hkey.data;
+	argvlen[argc++] = hkey.len;
+	if (req->algo == RL_SLIDING_WINDOW_LOG)
+	{
+		argv[argc] = lkey.data;
+		argvlen[argc++] = lkey.len;
+	}
+	for (i = 0; i < 6; i++)
+	{
+		argv[argc] = args.argv[i];
+		argvlen[argc++] = args.len[i];
+	}
 
 	r = key_command(rl_redis_slot(hkey.data, hkey.len), argc, argv, argvlen,
 					script_text[kind][req->algo], node);
@@ -1178,18 +1216,11 @@ script_run(const RlRequest *req, RlScript kind, const char *at,
 static bool
 redis_call(const RlRequest *req, RlDecision *d)
 {
-	char		at[24];
 	redisReply *r;
 	RlRedisNode *node;
 	bool		ok;
 
-	if (req->at != RL_NO_TIME)
-		snprintf(at, sizeof(at), INT64_FORMAT, req->at);
-	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
-		snprintf(at, sizeof(at), INT64_FORMAT, rl_clock_now());
-	else
-		at[0] = '\0';
-	r = script_run(req, RL_SCRIPT_DECIDE, at, &node);
+	r = script_run(req, RL_SCRIPT_DECIDE, NULL, &node);
 	if (r == NULL)
 		return false;
 	ok = reply_decision(r, d);
@@ -1546,105 +1577,82 @@ redis_call_all(const RlRequest *reqs, int n, RlDecision *ds)
 	int			maxargs = 4 + n * 11;
 	const char **argv = palloc(sizeof(char *) * maxargs);
 	size_t	   *argvlen = palloc(sizeof(size_t) * maxargs);
-	char	  (*nums)[24] = palloc(sizeof(char[24]) * (n * 5 + 2));
+	RlScriptArgs *args = palloc(sizeof(RlScriptArgs) * n);
+	char		numkeys[16];
+	char		ncalls[16];
 	int			argc = 3;
-	int			nk = 0;
-	int			nnum = 0;
 	int			slot = -1;
 	redisReply *r;
 	RlRedisNode *node;
 	bool		ok = true;
 	int			i;
 	int			j;
-	int			pass;
 
-	if (config_stale)
-		config_load();
-	if (script_text[0][0] == NULL)
-		scripts_build();
+	redis_ready();
 	if (topology == RL_TOPO_UNKNOWN &&
 		!topology_discover(GetCurrentTimestamp() +
 						   (int64) (rl_redis_connect_timeout +
 									rl_redis_command_timeout) * 1000))
 		return false;
 
-	argv[0] = "EVALSHA";
-	argv[1] = script_all_sha;
-	/* the keys first, then n and each call's arguments */
-	for (pass = 0; pass < 2; pass++)
-		for (i = 0; i < n; i++)
-		{
-			const RlRequest *req = &reqs[i];
-			bool		log = req->algo == RL_SLIDING_WINDOW_LOG;
-
-			if (pass == 0)
-			{
-				StringInfoData hkey;
-				StringInfoData lkey;
-				int			s;
-
-				key_names(&hkey, &lkey, req->dbid, req->algo, req->key,
-						  req->keylen);
-				s = rl_redis_slot(hkey.data, hkey.len);
-				if (topology == RL_TOPO_CLUSTER && slot >= 0 && s != slot)
-					ereport(ERROR,
-							(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-							 errmsg("all-or-nothing checks on a Redis Cluster need every key in one hash slot"),
-							 errdetail("Keys 1 and %d are in slots %d and %d.",
-									   i + 1, slot, s),
-							 errhint("Use a single Redis server, or the local backend, for all-or-nothing checks.")));
-				slot = s;
-				argv[argc] = hkey.data;
-				argvlen[argc++] = hkey.len;
-				nk++;
-				if (log)
-				{
-					argv[argc] = lkey.data;
-					argvlen[argc++] = lkey.len;
-					nk++;
-				}
-				continue;
-			}
-			if (i == 0)
-			{
-				snprintf(nums[nnum], 24, "%d", n);
-				argv[argc] = nums[nnum++];
-				argvlen[argc] = strlen(argv[argc]);
-				argc++;
-			}
-			argv[argc++] = algo_code[req->algo];
-			argv[argc++] = log ? "2" : "1";
-			argv[argc++] = req->shadow ? "1" : "0";
-			if (req->at != RL_NO_TIME)
-				snprintf(nums[nnum], 24, INT64_FORMAT, req->at);
-			else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
-				snprintf(nums[nnum], 24, INT64_FORMAT, rl_clock_now());
-			else
-				nums[nnum][0] = '\0';
-			argv[argc++] = nums[nnum++];
-			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.limit);
-			argv[argc++] = nums[nnum++];
-			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.per);
-			argv[argc++] = nums[nnum++];
-			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.cost);
-			argv[argc++] = nums[nnum++];
-			snprintf(nums[nnum], 24, INT64_FORMAT, req->params.burst);
-			argv[argc++] = nums[nnum++];
-			argv[argc++] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
-				RL_REDIS_SLACK_CLOCK;
-			for (j = argc - 9; j < argc; j++)
-				argvlen[j] = strlen(argv[j]);
-		}
+	/* KEYS: each call's keys, in order */
+	for (i = 0; i < n; i++)
 	{
-		char		numkeys[16];
+		const RlRequest *req = &reqs[i];
+		StringInfoData hkey;
+		StringInfoData lkey;
+		int			s;
 
-		snprintf(numkeys, sizeof(numkeys), "%d", nk);
-		argv[2] = numkeys;
-		argvlen[0] = 7;
-		argvlen[1] = strlen(script_all_sha);
-		argvlen[2] = strlen(numkeys);
-		r = key_command(slot, argc, argv, argvlen, script_all_text, &node);
+		key_names(&hkey, &lkey, req->dbid, req->algo, req->key, req->keylen);
+		s = rl_redis_slot(hkey.data, hkey.len);
+		if (topology == RL_TOPO_CLUSTER && slot >= 0 && s != slot)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("all-or-nothing checks on a Redis Cluster need every key in one hash slot"),
+					 errdetail("Keys 1 and %d are in slots %d and %d.",
+							   i + 1, slot, s),
+					 errhint("Use a single Redis server, or the local backend, for all-or-nothing checks.")));
+		slot = s;
+		argv[argc] = hkey.data;
+		argvlen[argc++] = hkey.len;
+		if (req->algo == RL_SLIDING_WINDOW_LOG)
+		{
+			argv[argc] = lkey.data;
+			argvlen[argc++] = lkey.len;
+		}
 	}
+	snprintf(numkeys, sizeof(numkeys), "%d", argc - 3);
+
+	/* ARGV: n, then each call's code, key count, shadow flag, arguments */
+	snprintf(ncalls, sizeof(ncalls), "%d", n);
+	argv[argc] = ncalls;
+	argvlen[argc++] = strlen(ncalls);
+	for (i = 0; i < n; i++)
+	{
+		const RlRequest *req = &reqs[i];
+
+		argv[argc] = algo_code[req->algo];
+		argvlen[argc] = strlen(argv[argc]);
+		argc++;
+		argv[argc] = req->algo == RL_SLIDING_WINDOW_LOG ? "2" : "1";
+		argvlen[argc++] = 1;
+		argv[argc] = req->shadow ? "1" : "0";
+		argvlen[argc++] = 1;
+		script_args(req, NULL, &args[i]);
+		for (j = 0; j < 6; j++)
+		{
+			argv[argc] = args[i].argv[j];
+			argvlen[argc++] = args[i].len[j];
+		}
+	}
+
+	argv[0] = "EVALSHA";
+	argvlen[0] = 7;
+	argv[1] = script_all_sha;
+	argvlen[1] = strlen(script_all_sha);
+	argv[2] = numkeys;
+	argvlen[2] = strlen(numkeys);
+	r = key_command(slot, argc, argv, argvlen, script_all_text, &node);
 	if (r == NULL)
 		return false;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t) n)
@@ -1703,15 +1711,13 @@ rl_redis_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 void
 rl_redis_refund(const RlRequest *req, int64 t)
 {
-	char		at[24];
 	redisReply *r;
 	RlRedisNode *node;
 
 	if (rl_redis_shared != NULL &&
 		pg_atomic_read_u64(&rl_redis_shared->open_until) != 0)
 		return;
-	snprintf(at, sizeof(at), INT64_FORMAT, t);
-	r = script_run(req, RL_SCRIPT_REFUND, at, &node);
+	r = script_run(req, RL_SCRIPT_REFUND, &t, &node);
 	if (r != NULL && r->type != REDIS_REPLY_INTEGER)
 	{
 		reply_failed(node, "the refund script", r);
