@@ -14,21 +14,21 @@ rl_build_install
 data="$RL_WORK/data"
 port=$(rl_free_port)
 stop() {
-	runuser -u postgres -- pg_ctl -D "$data" -m fast stop >/dev/null 2>&1 || true
+	runuser -u postgres -- "$RL_BINDIR/pg_ctl" -D "$data" -m fast stop >/dev/null 2>&1 || true
 	rm -rf "$RL_WORK"
 }
 trap stop EXIT
 
 echo "== starting a throwaway server on 127.0.0.1:$port"
-runuser -u postgres -- initdb -D "$data" -A trust >/dev/null
+runuser -u postgres -- "$RL_BINDIR/initdb" -D "$data" -A trust >/dev/null
 cat >> "$data/postgresql.conf" <<CONF
 shared_preload_libraries = 'ratelimit'
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$RL_WORK'
 CONF
-runuser -u postgres -- pg_ctl -D "$data" -l "$RL_WORK/server.log" -w start >/dev/null
+runuser -u postgres -- "$RL_BINDIR/pg_ctl" -D "$data" -l "$RL_WORK/server.log" -w start >/dev/null
 
 echo "== demo.sql"
-runuser -u postgres -- psql -X -h 127.0.0.1 -p "$port" -d postgres \
+runuser -u postgres -- "$RL_BINDIR/psql" -X -h 127.0.0.1 -p "$port" -d postgres \
 	-v ON_ERROR_STOP=1 -f "$RL_TREE/test/demo.sql"

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Run every suite from a clean checkout on a fresh Debian machine, as root:
-# installs what is missing, builds and installs the extension, then runs the
-# regression, isolation and TAP suites as the postgres user, and once more
-# under UBSan and valgrind.  Every server
-# (PostgreSQL, Redis) is started on loopback by its suite and stopped by it.
+# installs what is missing, builds the extension with warnings as errors,
+# installs it into a private copy of the PostgreSQL installation (the
+# system's files are never touched), then runs the regression, isolation
+# and TAP suites as the postgres user, and once more under UBSan and
+# valgrind.  Every server (PostgreSQL, Redis) is started on loopback by its
+# suite and stopped by it.
+#
+#   PG_CONFIG=/path/to/pg_config bash test/run.sh   # any installation
+#   RL_SUITES="regression tap" bash test/run.sh     # some suites only
+#   PROVE_TESTS=test/t/031_redis_failures.pl RL_SUITES=tap bash test/run.sh
+#
+# RL_SUITES lists what to run, from: regression isolation tap sanitize
+# (default: all of them; sanitize runs on PostgreSQL 15 only, where
+# Debian's build of the server is what the pass was made for).
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./common.sh
@@ -13,38 +23,54 @@ rl_install_packages
 rl_build_install
 trap 'rm -rf "$RL_WORK"' EXIT
 
+suites="${RL_SUITES:-regression isolation tap sanitize}"
+has() { [[ " $suites " == *" $1 "* ]]; }
+
 # Each suite runs even when another failed; the closing line counts them.
 log="$RL_WORK/installcheck.log"
+: >"$log"
 status=0
 suite() {
 	echo "== $1"
 	shift
-	runuser -u postgres -- make -C "$RL_TREE" installcheck "$@" 2>&1 |
-		tee -a "$log" || status=1
+	rl_installcheck "$@" 2>&1 | tee -a "$log" || status=1
 }
-suite "regression" ISOLATION= TAP_TESTS=
-suite "isolation" REGRESS= TAP_TESTS=
-suite "TAP" REGRESS= ISOLATION=
+has regression && suite "regression" ISOLATION= TAP_TESTS=
+has isolation && suite "isolation" REGRESS= TAP_TESTS=
+if has tap; then
+	if [ -n "${PROVE_TESTS:-}" ]; then
+		suite "TAP" REGRESS= ISOLATION= PROVE_TESTS="$PROVE_TESTS"
+	else
+		suite "TAP" REGRESS= ISOLATION=
+	fi
+fi
 
 # The same suites under UBSan and valgrind (test/sanitize.sh), counted as
 # one test.
-echo "== sanitizers"
-sanitized=pass
-bash ./sanitize.sh || { status=1; sanitized=fail; }
+sanitized=skipped
+if has sanitize && [ "$RL_PG_MAJOR" = 15 ]; then
+	echo "== sanitizers"
+	sanitized=pass
+	bash ./sanitize.sh || { status=1; sanitized=fail; }
+fi
 
 passed=$(perl -ne '$n += $1 if /All (\d+) tests passed/;
 	$n += $1 if /^Files=\d+, Tests=(\d+)/;
 	$n -= $1 if /Failed (\d+)\/\d+ subtests/; END { print $n + 0 }' "$log")
 failed=$(perl -ne '$n += $1 if /(\d+) of \d+ tests failed/;
 	$n += $1 if /Failed (\d+)\/\d+ subtests/; END { print $n + 0 }' "$log")
-if [ $sanitized = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+case $sanitized in
+pass) passed=$((passed + 1)) ;;
+fail) failed=$((failed + 1)) ;;
+esac
 if [ $status -ne 0 ]; then
-	for f in "$RL_TREE/regression.diffs" "$RL_TREE"/tmp_check/log/regress_log_*; do
+	for f in "$RL_TREE/regression.diffs" "$RL_TREE/output_iso/regression.diffs" \
+		"$RL_TREE"/tmp_check/log/regress_log_*; do
 		[ -f "$f" ] || continue
 		echo "== $f"
 		tail -n 200 "$f"
 	done
 	[ "$failed" -gt 0 ] || failed=1
 fi
-echo "tests: $passed passed, $failed failed"
+echo "tests ($RL_PG_VERSION): $passed passed, $failed failed"
 exit $status

@@ -38,17 +38,10 @@ cd "$(dirname "$0")"
 . ./common.sh
 
 rl_require_root
-rl_install_packages
-if ! command -v valgrind >/dev/null; then
-	echo "== installing: valgrind"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-		--no-install-recommends valgrind >/dev/null
-fi
+rl_install_packages valgrind
 rl_build_install
 
-PG="$RL_WORK/pg"
-PG_BIN="$PG$(pg_config --bindir)"
+PG_BIN="$RL_BINDIR"
 VALGRIND_LOGS="$RL_WORK/valgrind"
 LOG="$RL_WORK/suites.log"
 SUPP="$RL_TREE/test/valgrind.supp"
@@ -70,17 +63,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A copy of the server installation (bindir, pkglibdir, sharedir, at the
-# same relative places: PostgreSQL finds its libdir from its binary), whose
-# bin/postgres runs the real one under $RL_SAN_SERVER, except for initdb's
-# bootstrap and the version and setting probes.
-private_postgres() {
-	local d
-	for d in "$(pg_config --bindir)" "$(pg_config --pkglibdir)" \
-		"$(pg_config --sharedir)"; do
-		mkdir -p "$PG$(dirname "$d")"
-		cp -a "$d" "$PG$d"
-	done
+# In the private installation (rl_build_install made it), bin/postgres
+# becomes a wrapper that runs the real binary under $RL_SAN_SERVER, except
+# for initdb's bootstrap and the version and setting probes.
+wrap_postgres() {
 	mv "$PG_BIN/postgres" "$PG_BIN/postgres.real"
 	cat >"$PG_BIN/postgres" <<'EOF'
 #!/bin/sh
@@ -92,15 +78,13 @@ exec $RL_SAN_SERVER "$0.real" "$@"
 EOF
 	chmod 755 "$PG_BIN/postgres"
 	mkdir -p "$VALGRIND_LOGS"
-	chown -R postgres:postgres "$PG" "$VALGRIND_LOGS"
+	chown -R postgres:postgres "$PG_BIN" "$VALGRIND_LOGS"
 }
 
 # Build the tree with COPT=$1 and install it into the private copy only.
 build_private() {
 	echo "== building with COPT='$1'"
-	runuser -u postgres -- make -s -C "$RL_TREE" clean >/dev/null
-	runuser -u postgres -- make -s -C "$RL_TREE" COPT="$1"
-	make -s -C "$RL_TREE" install DESTDIR="$PG" >/dev/null
+	rl_build "$1"
 }
 
 # Run "make installcheck" on the private installation; the arguments are
@@ -115,9 +99,7 @@ suite() {
 	local name="$1" f logs
 	shift
 	echo "== $name"
-	if ! runuser -u postgres -- env PGCTLTIMEOUT=600 \
-		make -C "$RL_TREE" installcheck bindir="$PG_BIN" "$@" 2>&1 |
-		tee -a "$LOG"; then
+	if ! PGCTLTIMEOUT=600 rl_installcheck "$@" 2>&1 | tee -a "$LOG"; then
 		failures+=("$name: a test failed")
 		for f in "$RL_TREE/regression.diffs" "$RL_TREE/output_iso/regression.diffs"; do
 			[ -f "$f" ] && tail -n 60 "$f"
@@ -146,7 +128,7 @@ ubsan_pass() {
 	# cannot read UBSAN_OPTIONS (the postmaster has overwritten its
 	# environment for its process title by the time ratelimit.so loads
 	# it), so reports go to the server logs, which suite() reads.
-	build_private "-fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all -fno-wrapv -fno-omit-frame-pointer"
+	build_private "-Werror -fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all -fno-wrapv -fno-omit-frame-pointer"
 	: >"$RL_WORK/reports"
 	suite "ubsan: regression" ISOLATION= TAP_TESTS=
 	suite "ubsan: isolation" REGRESS= TAP_TESTS=
@@ -155,7 +137,7 @@ ubsan_pass() {
 }
 
 valgrind_pass() {
-	build_private ""
+	build_private "-Werror"
 	# JIT would make valgrind crawl (and reports from inside LLVM)
 	echo "jit = off" >"$RL_WORK/valgrind.conf"
 	chown postgres "$RL_WORK/valgrind.conf"
@@ -202,7 +184,7 @@ valgrind_pass() {
 	[ "$logs" -gt 0 ] || failures+=("valgrind: no server ran under valgrind")
 }
 
-private_postgres
+wrap_postgres
 touch "$LOG.start"
 for pass in $passes; do
 	"${pass}_pass"
