@@ -66,6 +66,7 @@ PG_FUNCTION_INFO_V1(rl_reset_all);
 PG_FUNCTION_INFO_V1(rl_store_info);
 PG_FUNCTION_INFO_V1(rl_stats);
 PG_FUNCTION_INFO_V1(rl_stats_reset);
+PG_FUNCTION_INFO_V1(rl_stats_info);
 PG_FUNCTION_INFO_V1(rl_keys);
 PG_FUNCTION_INFO_V1(rl_redis_info);
 
@@ -624,7 +625,8 @@ rl_stats(PG_FUNCTION_ARGS)
 }
 
 /*
- * rl_stats_reset() zeroes the decision counters.
+ * rl_stats_reset() zeroes the decision counters and frees every slot:
+ * identities claim one again at their next decision.
  */
 Datum
 rl_stats_reset(PG_FUNCTION_ARGS)
@@ -632,6 +634,31 @@ rl_stats_reset(PG_FUNCTION_ARGS)
 	rl_require_store();
 	rl_stats_clear();
 	PG_RETURN_VOID();
+}
+
+/*
+ * rl_stats_info() returns one row: the slots of the counter table, how
+ * many are held, and the decisions counted under "(other)" since the last
+ * reset.
+ */
+Datum
+rl_stats_info(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	RlStatsFigures f;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	rl_require_store();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "rl_stats_info must return a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	rl_stats_figures(&f);
+
+	values[0] = Int32GetDatum(f.slots);
+	values[1] = Int32GetDatum(f.used);
+	values[2] = Int64GetDatum((int64) f.overflow);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /*
