@@ -28,3 +28,25 @@ CREATE OR REPLACE VIEW rl_status AS
 		   i.overflow AS stats_overflow
 	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i;
 
+-- ---- rl_keys: text valid in the caller's encoding, and the raw bytes ----
+
+-- Keys and policy names of other databases are converted to this
+-- database's encoding, NULL where they cannot be; key_bytes and
+-- policy_bytes are the bytes as stored.  New OUT columns: drop and create.
+DROP FUNCTION rl_keys(boolean);
+CREATE FUNCTION rl_keys(
+	all_databases boolean DEFAULT false,
+	OUT dbid oid,
+	OUT algo text,
+	OUT policy text,
+	OUT key text,
+	OUT last_seen timestamptz,
+	OUT reset_at timestamptz,
+	OUT remaining bigint,
+	OUT key_bytes bytea,
+	OUT policy_bytes bytea)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_keys'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION rl_keys(boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_keys(boolean) TO pg_monitor;

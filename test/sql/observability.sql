@@ -20,6 +20,8 @@ SELECT algo, policy, key, last_seen, reset_at, remaining FROM rl_keys() ORDER BY
 -- keys back to a new key's state are not listed
 SELECT rl_allow('k3', 'fixed_window', 1, '1 second', at => '2020-01-01');
 SELECT count(*) FROM rl_keys() WHERE key = 'k3';
+-- keys as text and as the bytes stored
+SELECT policy, key, key_bytes, policy_bytes FROM rl_keys() ORDER BY key, algo;
 -- the store, Redis and the counter table at a glance: four identities (two
 -- policies, two algorithms called directly) hold a slot, none overflowed
 SELECT used, refused, breaker_open, redis_calls, stats_slots, stats_slots_used,
