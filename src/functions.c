@@ -14,12 +14,17 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -66,6 +71,7 @@ PG_FUNCTION_INFO_V1(rl_reset_all);
 PG_FUNCTION_INFO_V1(rl_store_info);
 PG_FUNCTION_INFO_V1(rl_stats);
 PG_FUNCTION_INFO_V1(rl_stats_reset);
+PG_FUNCTION_INFO_V1(rl_stats_info);
 PG_FUNCTION_INFO_V1(rl_keys);
 PG_FUNCTION_INFO_V1(rl_redis_info);
 
@@ -581,17 +587,136 @@ rl_redis_info(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
+/* ---- text written in other databases ---- */
+
+/*
+ * A database whose keys and policy names a listing returns: its encoding
+ * (-1 if it no longer exists) and the conversion from it to this
+ * database's encoding (InvalidOid if none is needed or none exists).
+ */
+typedef struct RlSourceDb
+{
+	Oid			dbid;			/* hash key */
+	int			encoding;
+	Oid			proc;
+} RlSourceDb;
+
+/*
+ * The source database dbid, looked up once per call in *cache (created in
+ * the current memory context on first use).
+ */
+static const RlSourceDb *
+source_db(Oid dbid, HTAB **cache)
+{
+	RlSourceDb *db;
+	bool		found;
+
+	if (*cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(Oid);
+		ctl.entrysize = sizeof(RlSourceDb);
+		ctl.hcxt = CurrentMemoryContext;
+		*cache = hash_create("ratelimit source databases", 16, &ctl,
+							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	db = hash_search(*cache, &dbid, HASH_ENTER, &found);
+	if (found)
+		return db;
+
+	db->encoding = -1;
+	db->proc = InvalidOid;
+	if (dbid == MyDatabaseId)
+		db->encoding = GetDatabaseEncoding();
+	else
+	{
+		HeapTuple	tuple;
+
+		tuple = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dbid));
+		if (HeapTupleIsValid(tuple))
+		{
+			db->encoding = ((Form_pg_database) GETSTRUCT(tuple))->encoding;
+			ReleaseSysCache(tuple);
+		}
+	}
+	if (db->encoding > PG_SQL_ASCII && db->encoding != GetDatabaseEncoding() &&
+		GetDatabaseEncoding() != PG_SQL_ASCII)
+		db->proc = FindDefaultConversionProc(db->encoding,
+											 GetDatabaseEncoding());
+	return db;
+}
+
+/*
+ * Bytes written as text in a source database, as text valid in this
+ * database's encoding, or NULL when they cannot be represented in it.
+ * ASCII is the same in every server encoding.  Bytes from an SQL_ASCII
+ * database, from a dropped one (whose encoding is unknown), or read in an
+ * SQL_ASCII database are taken as they are (PostgreSQL's own rule for
+ * SQL_ASCII), if valid here.  Others are converted with the default
+ * conversion, whole or not at all.
+ */
+static text *
+text_from_db(const RlSourceDb *db, const char *bytes, int len)
+{
+	int			encoding = GetDatabaseEncoding();
+	unsigned char *src;
+	unsigned char *buf;
+	int			size;
+	int			i;
+	text	   *result;
+
+	for (i = 0; i < len; i++)
+		if (IS_HIGHBIT_SET(bytes[i]) || bytes[i] == '\0')
+			break;
+	if (i == len)
+		return cstring_to_text_with_len(bytes, len);
+
+	if (db->encoding <= PG_SQL_ASCII || db->encoding == encoding ||
+		encoding == PG_SQL_ASCII)
+		return pg_verify_mbstr(encoding, bytes, len, true) ?
+			cstring_to_text_with_len(bytes, len) : NULL;
+	if (!OidIsValid(db->proc) ||
+		!pg_verify_mbstr(db->encoding, bytes, len, true))
+		return NULL;
+
+	size = len * MAX_CONVERSION_GROWTH + 1;
+	buf = palloc(size);
+	src = (unsigned char *) unconstify(char *, bytes);
+	if (pg_do_encoding_conversion_buf(db->proc, db->encoding, encoding,
+									  src, len, buf, size, true) != len)
+		result = NULL;
+	else
+		result = cstring_to_text((char *) buf);
+	pfree(buf);
+	return result;
+}
+
+/* Bytes as a bytea datum. */
+static Datum
+bytea_datum(const char *bytes, int len)
+{
+	bytea	   *result = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(result, VARHDRSZ + len);
+	memcpy(VARDATA(result), bytes, len);
+	return PointerGetDatum(result);
+}
+
 /* ---- observability ---- */
 
 /*
  * rl_stats(all_databases DEFAULT false) returns setof (dbid, algo, policy,
  * allowed, denied, near_limit, failed_open, failed_closed, shadow_denied).
+ * A policy name of another database is converted to this database's
+ * encoding, or NULL if it cannot be represented in it.
  */
 Datum
 rl_stats(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+	HTAB	   *dbs = NULL;
 	RlStatsRow *rows;
 	int			n;
 	int			i;
@@ -614,8 +739,16 @@ rl_stats(PG_FUNCTION_ARGS)
 			values[1] = CStringGetTextDatum(rl_algo_name((RlAlgo) rows[i].algo));
 		else
 			nulls[1] = true;
-		values[2] = CStringGetTextDatum(rows[i].policy);
-		nulls[2] = rows[i].policy[0] == '\0';
+		nulls[2] = true;
+		if (rows[i].policy[0] != '\0')
+		{
+			text	   *policy = text_from_db(source_db(rows[i].dbid, &dbs),
+											  rows[i].policy,
+											  strlen(rows[i].policy));
+
+			values[2] = PointerGetDatum(policy);
+			nulls[2] = policy == NULL;
+		}
 		for (c = 0; c < RL_NSTATS; c++)
 			values[3 + c] = Int64GetDatum((int64) rows[i].counters[c]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -624,7 +757,8 @@ rl_stats(PG_FUNCTION_ARGS)
 }
 
 /*
- * rl_stats_reset() zeroes the decision counters.
+ * rl_stats_reset() zeroes the decision counters and frees every slot:
+ * identities claim one again at their next decision.
  */
 Datum
 rl_stats_reset(PG_FUNCTION_ARGS)
@@ -635,12 +769,40 @@ rl_stats_reset(PG_FUNCTION_ARGS)
 }
 
 /*
+ * rl_stats_info() returns one row: the slots of the counter table, how
+ * many are held, and the decisions counted under "(other)" since the last
+ * reset.
+ */
+Datum
+rl_stats_info(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	RlStatsFigures f;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	rl_require_store();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "rl_stats_info must return a composite type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	rl_stats_figures(&f);
+
+	values[0] = Int32GetDatum(f.slots);
+	values[1] = Int32GetDatum(f.used);
+	values[2] = Int64GetDatum((int64) f.overflow);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
  * rl_keys(all_databases DEFAULT false) returns setof (dbid, algo, policy,
- * key, last_seen, reset_at, remaining): the keys whose state is not yet
- * back to a new key's.  For keys used through a policy of this database,
- * remaining and reset_at are what a call of cost 0 would report now; for
- * direct calls (whose parameters are not stored) remaining is NULL.
- * Each entry is read under its partition's shared lock, one at a time.
+ * key, last_seen, reset_at, remaining, key_bytes, policy_bytes): the keys
+ * whose state is not yet back to a new key's.  For keys used through a
+ * policy of this database, remaining and reset_at are what a call of cost
+ * 0 would report now; for direct calls (whose parameters are not stored)
+ * remaining is NULL.  key and policy are text valid in this database's
+ * encoding (text_from_db), NULL where the bytes cannot be represented;
+ * key_bytes and policy_bytes are the bytes as stored.  Each entry is read
+ * under its partition's shared lock, one at a time.
  */
 Datum
 rl_keys(PG_FUNCTION_ARGS)
@@ -648,6 +810,7 @@ rl_keys(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
 	RlKeyImage *img = palloc(sizeof(RlKeyImage));
+	HTAB	   *dbs = NULL;
 	int64		now = rl_clock_now();
 	uint32		n;
 	uint32		idx;
@@ -657,8 +820,11 @@ rl_keys(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (idx = 0; idx < n; idx++)
 	{
-		Datum		values[7];
-		bool		nulls[7] = {false, false, false, false, false, false, true};
+		Datum		values[9];
+		bool		nulls[9] = {false, false, true, false, false, false, true,
+		false, true};
+		const RlSourceDb *db;
+		text	   *text_value;
 		char	   *nul;
 		const char *key;
 		int			keylen;
@@ -669,22 +835,27 @@ rl_keys(PG_FUNCTION_ARGS)
 							 img) || img->idle_at <= now)
 			continue;
 
+		db = source_db(img->dbid, &dbs);
 		key = img->key;
 		keylen = img->keylen;
 		reset_at = img->idle_at;
 		nul = memchr(img->key, '\0', img->keylen);
-		nulls[2] = nul == NULL;
 		if (nul != NULL)
 		{
 			const RlPolicy *pol = NULL;
 			RlRequest	req;
 			RlDecision	d;
+			int			namelen = (int) (nul - img->key);
 
-			values[2] = PointerGetDatum(cstring_to_text(img->key));
+			text_value = text_from_db(db, img->key, namelen);
+			values[2] = PointerGetDatum(text_value);
+			nulls[2] = text_value == NULL;
+			values[8] = bytea_datum(img->key, namelen);
+			nulls[8] = false;
 			key = nul + 1;
 			keylen = img->keylen - (int) (key - img->key);
 			if (img->dbid == MyDatabaseId)
-				pol = rl_policy_find(img->key, (int) (nul - img->key));
+				pol = rl_policy_find(img->key, namelen);
 			if (pol != NULL && pol->algo == img->algo)
 			{
 				rl_policy_request(pol, cstring_to_text_with_len(key, keylen),
@@ -699,9 +870,12 @@ rl_keys(PG_FUNCTION_ARGS)
 		}
 		values[0] = ObjectIdGetDatum(img->dbid);
 		values[1] = CStringGetTextDatum(rl_algo_name(img->algo));
-		values[3] = PointerGetDatum(cstring_to_text_with_len(key, keylen));
+		text_value = text_from_db(db, key, keylen);
+		values[3] = PointerGetDatum(text_value);
+		nulls[3] = text_value == NULL;
 		values[4] = TimestampTzGetDatum(img->last - RL_UNIX_OFFSET);
 		values[5] = TimestampTzGetDatum(reset_at - RL_UNIX_OFFSET);
+		values[7] = bytea_datum(key, keylen);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -46,6 +46,7 @@
 static HTAB *policy_cache = NULL;
 static bool policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
+static uint32 policy_changes = 0;	/* invalidations of the cache seen */
 
 PG_FUNCTION_INFO_V1(rl_policy_validate);
 PG_FUNCTION_INFO_V1(rl_policy_changed);
@@ -55,7 +56,10 @@ static void
 policy_inval(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == policy_relid)
+	{
 		policy_cache_valid = false;
+		policy_changes++;
+	}
 }
 
 /*
@@ -266,8 +270,38 @@ rl_policy_find(const char *name, int len)
 }
 
 /*
- * The policy of that name; an unknown name is an error (42704).
+ * The policy of that name as the cache holds it, without ever reading the
+ * table: for code running inside a decision, whose callers may hold
+ * pointers into the cache that a reload would free.  *known is false (and
+ * the result NULL) when the cache is not loaded or a change has come in
+ * since; it reflects the invalidations accepted so far, so a caller that
+ * needs the latest committed policies calls AcceptInvalidationMessages
+ * first.  name is NUL-terminated.
  */
+const RlPolicy *
+rl_policy_peek(const char *name, bool *known)
+{
+	char		key[NAMEDATALEN];
+
+	*known = policy_cache != NULL && policy_cache_valid;
+	if (!*known)
+		return NULL;
+	memset(key, 0, NAMEDATALEN);
+	strlcpy(key, name, NAMEDATALEN);
+	return hash_search(policy_cache, key, HASH_FIND, NULL);
+}
+
+/*
+ * How many times the policies of this database were seen to change (a
+ * counter that only grows; wraps around): lets a caller notice a change
+ * without looking at the policies.
+ */
+uint32
+rl_policy_changes(void)
+{
+	return policy_changes;
+}
+
 /*
  * Does any policy of this database keep its state in Redis (backend redis
  * or hybrid, its own or the setting's)?  False where the extension has no
@@ -301,6 +335,9 @@ rl_policy_any_remote(void)
 	return any;
 }
 
+/*
+ * The policy of that name; an unknown name is an error (42704).
+ */
 const RlPolicy *
 rl_policy_get(text *name)
 {

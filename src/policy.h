@@ -25,6 +25,8 @@ typedef struct RlPolicy
 
 extern const RlPolicy *rl_policy_find(const char *name, int len);
 extern const RlPolicy *rl_policy_get(text *name);
+extern const RlPolicy *rl_policy_peek(const char *name, bool *known);
+extern uint32 rl_policy_changes(void);
 extern bool rl_policy_any_remote(void);
 extern void rl_policy_request(const RlPolicy *pol, text *key,
 							  RlRequest *req);

@@ -6,14 +6,42 @@
  *		what shadow policies would have denied.
  *
  * Per-key counters would multiply the store's memory, so counts are kept
- * per policy (direct calls count under a NULL policy, per algorithm).  A
- * fixed table of RL_STATS_SLOTS slots; calls beyond it count in slot 0,
- * "(other)".  Slots are never freed (a reset zeroes their counters), so
- * each backend caches the address of the slots it uses.
+ * per policy (direct calls count under a NULL policy, per algorithm), in a
+ * fixed table of RL_STATS_SLOTS slots.  Slot 0 is "(other)": it counts the
+ * decisions of identities that found no slot of their own, and what it
+ * counted since the last reset is rl_status.stats_overflow.
  *
- * Locking contract: the stats LWLock (exclusive) is taken only to claim a
- * slot, the first time a backend meets an identity; reading the identity
- * of slots takes it shared.  Counters are atomics, added without a lock.
+ * Slots are claimed by identity (open addressing, linear probing) and
+ * given back in two ways: rl_stats_reset() frees every slot, and a claim
+ * that finds the table full first frees the slots whose identity is gone
+ * (a dropped database, a dropped or renamed policy of the claiming
+ * backend's database, or one whose algorithm changed), then tries again.
+ * A slot freed that way becomes a tombstone, so that probes go on past it;
+ * a reset empties the whole table.
+ *
+ * Every slot has a generation, bumped whenever it is freed.  A backend
+ * keeps a handle per identity (slot, generation) and checks the generation
+ * at each count; when it changed, the backend claims again.  An identity
+ * counted under "(other)" remembers the retry stamp instead (slots freed
+ * anywhere, plus changes to this database's policies) and claims again when
+ * it moves, so that room made by a reset or by dropping policies is used
+ * without a reconnect.
+ *
+ * Locking contract: the stats LWLock, exclusive, to claim, free or reset a
+ * slot (its identity, state and generation change only under it); shared to
+ * look an identity up or to read identities.  Counters and generations are
+ * atomics: a count reads the generation and adds to the counters without a
+ * lock.  Freeing a slot bumps its generation before zeroing its counters.
+ *
+ * What the lock-free count guarantees: a backend that read a slot's
+ * generation just before another backend freed the slot may still add
+ * that one decision to the slot, after the change.  If the slot is then
+ * free, the next claim zeroes it and the decision is simply counted as
+ * before the reset; if the slot was claimed in between by a new identity,
+ * that identity counts one decision too many.  So at most one decision per
+ * backend caught counting at the instant a slot is freed can go astray;
+ * from its next count on, the backend sees the new generation.  Slots are
+ * freed only by a reset and when the table is full, never in steady state.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,12 +53,18 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 
+#include "policy.h"
 #include "stats.h"
 
 #define RL_STATS_SLOTS		1024
 #define RL_STATS_TRANCHE	"ratelimit stats"
+
+/* a backend forgets the identities it met beyond this many */
+#define RL_STATS_CACHE_MAX	(4 * RL_STATS_SLOTS)
 
 typedef struct RlStatsKey
 {
@@ -39,24 +73,33 @@ typedef struct RlStatsKey
 	char		policy[NAMEDATALEN];	/* "" for direct calls */
 } RlStatsKey;
 
+typedef enum RlSlotState
+{
+	RL_SLOT_EMPTY = 0,			/* not held since the last reset: ends probes */
+	RL_SLOT_LIVE,				/* holds an identity */
+	RL_SLOT_FREED				/* freed since: may be taken, probes go on */
+} RlSlotState;
+
 typedef struct RlStatsSlot
 {
 	RlStatsKey	key;
-	bool		used;
+	int			state;			/* RlSlotState */
+	pg_atomic_uint32 generation;	/* bumped when freed */
 	pg_atomic_uint64 counters[RL_NSTATS];
 } RlStatsSlot;
 
 typedef struct RlStatsShared
 {
-	int			nused;
+	int			nused;			/* live slots, "(other)" included */
+	pg_atomic_uint32 released;	/* bumped whenever slots are freed */
 	RlStatsSlot slots[RL_STATS_SLOTS];
 } RlStatsShared;
 
-/* backend-local: identity -> slot */
+/* backend-local: identity -> handle */
 typedef struct RlStatsCacheEntry
 {
 	RlStatsKey	key;
-	RlStatsSlot *slot;
+	RlStatsHandle handle;
 } RlStatsCacheEntry;
 
 static RlStatsShared *rl_stats = NULL;
@@ -90,82 +133,274 @@ rl_stats_startup(void)
 	if (found)
 		return;
 	memset(rl_stats, 0, sizeof(RlStatsShared));
+	pg_atomic_init_u32(&rl_stats->released, 0);
 	for (i = 0; i < RL_STATS_SLOTS; i++)
+	{
+		pg_atomic_init_u32(&rl_stats->slots[i].generation, 0);
 		for (c = 0; c < RL_NSTATS; c++)
 			pg_atomic_init_u64(&rl_stats->slots[i].counters[c], 0);
+	}
 	/* slot 0 collects what does not fit: identity "(other)" */
-	rl_stats->slots[0].used = true;
+	rl_stats->slots[0].state = RL_SLOT_LIVE;
 	rl_stats->slots[0].key.algo = -1;
 	strlcpy(rl_stats->slots[0].key.policy, "(other)", NAMEDATALEN);
 	rl_stats->nused = 1;
 }
 
-/* Find or claim the slot of an identity in shared memory. */
-static RlStatsSlot *
-slot_claim(const RlStatsKey *key)
+/* Zero a slot's counters. */
+static void
+slot_zero(RlStatsSlot *slot)
 {
-	uint32		h = hash_bytes((const unsigned char *) key, sizeof(*key));
-	RlStatsSlot *found = &rl_stats->slots[0];
-	int			i;
+	int			c;
 
-	LWLockAcquire(rl_stats_lock, LW_EXCLUSIVE);
-	for (i = 0; i < RL_STATS_SLOTS - 1; i++)
-	{
-		RlStatsSlot *slot = &rl_stats->slots[1 + (h + i) % (RL_STATS_SLOTS - 1)];
-
-		if (!slot->used)
-		{
-			slot->key = *key;
-			slot->used = true;
-			rl_stats->nused++;
-			found = slot;
-			break;
-		}
-		if (memcmp(&slot->key, key, sizeof(*key)) == 0)
-		{
-			found = slot;
-			break;
-		}
-	}
-	LWLockRelease(rl_stats_lock);
-	return found;
+	for (c = 0; c < RL_NSTATS; c++)
+		pg_atomic_write_u64(&slot->counters[c], 0);
 }
 
 /*
- * Count one decision of a request.  The slot is found through a backend-
- * local cache; the counters are added atomically.
+ * Free a live slot, leaving it in state (empty or freed).  The generation
+ * moves first, so that a backend that sees the old one counted before the
+ * counters were zeroed.  The caller holds the stats lock exclusively and
+ * bumps rl_stats->released.
+ */
+static void
+slot_free(RlStatsSlot *slot, RlSlotState state)
+{
+	pg_atomic_fetch_add_u32(&slot->generation, 1);
+	memset(&slot->key, 0, sizeof(slot->key));
+	slot->state = state;
+	slot_zero(slot);
+	rl_stats->nused--;
+}
+
+/*
+ * The stamp a handle on "(other)" keeps: it moves when slots are freed
+ * anywhere, and when this database's policies change (a dropped policy
+ * leaves a slot to reclaim).  A sum of two counters that only grow.
+ */
+static uint32
+retry_stamp(void)
+{
+	return pg_atomic_read_u32(&rl_stats->released) + rl_policy_changes();
+}
+
+/*
+ * Look the identity up, and with take, claim a slot for it if it has none.
+ * Takes the stats lock, shared without take, exclusive with it.  Fills the
+ * handle and returns true if the identity has (or now has) a slot.
+ */
+static bool
+slot_search(const RlStatsKey *key, bool take, RlStatsHandle *handle)
+{
+	uint32		h = hash_bytes((const unsigned char *) key, sizeof(*key));
+	int			nprobe = RL_STATS_SLOTS - 1;
+	int			found = -1;
+	int			free_slot = -1;
+	int			i;
+
+	LWLockAcquire(rl_stats_lock, take ? LW_EXCLUSIVE : LW_SHARED);
+	for (i = 0; i < nprobe; i++)
+	{
+		int			idx = 1 + (h + i) % nprobe;
+		RlStatsSlot *slot = &rl_stats->slots[idx];
+
+		if (slot->state == RL_SLOT_LIVE)
+		{
+			if (memcmp(&slot->key, key, sizeof(*key)) == 0)
+			{
+				found = idx;
+				break;
+			}
+			continue;
+		}
+		if (free_slot < 0)
+			free_slot = idx;
+		if (slot->state == RL_SLOT_EMPTY)
+			break;
+	}
+	if (found < 0 && take && free_slot >= 0)
+	{
+		RlStatsSlot *slot = &rl_stats->slots[free_slot];
+
+		/* a count that went astray into the free slot is not this one's */
+		slot_zero(slot);
+		slot->key = *key;
+		slot->state = RL_SLOT_LIVE;
+		rl_stats->nused++;
+		found = free_slot;
+	}
+	if (found >= 0)
+	{
+		handle->slot = found;
+		handle->stamp = pg_atomic_read_u32(&rl_stats->slots[found].generation);
+	}
+	LWLockRelease(rl_stats_lock);
+	return found >= 0;
+}
+
+/*
+ * Has the identity of a slot gone: its database dropped, or, in this
+ * backend's database, its policy dropped, renamed or moved to another
+ * algorithm?  Policies are read from this backend's cache, never from the
+ * table (a caller up the stack may hold a pointer into the cache); when
+ * the cache is not current, no policy is taken for gone.  *last_db and
+ * *last_exists remember the latest database looked up.
+ */
+static bool
+identity_gone(const RlStatsKey *key, Oid *last_db, bool *last_exists)
+{
+	const RlPolicy *pol;
+	bool		known;
+
+	if (key->dbid != *last_db)
+	{
+		*last_db = key->dbid;
+		*last_exists = SearchSysCacheExists1(DATABASEOID,
+											 ObjectIdGetDatum(key->dbid));
+	}
+	if (!*last_exists)
+		return true;
+	if (key->dbid != MyDatabaseId || key->policy[0] == '\0')
+		return false;
+	pol = rl_policy_peek(key->policy, &known);
+	return known && (pol == NULL || (int32) pol->algo != key->algo);
+}
+
+/*
+ * Free the slots whose identity is gone; returns how many.  Identities are
+ * copied under the shared lock and checked without it (the checks read
+ * catalogs); a slot is freed only if it still holds the identity checked,
+ * in the same generation.
+ */
+static int
+slots_reclaim(void)
+{
+	RlStatsKey *keys = palloc(sizeof(RlStatsKey) * RL_STATS_SLOTS);
+	int		   *idx = palloc(sizeof(int) * RL_STATS_SLOTS);
+	uint32	   *gens = palloc(sizeof(uint32) * RL_STATS_SLOTS);
+	Oid			last_db = InvalidOid;
+	bool		last_exists = true;
+	int			n = 0;
+	int			ngone = 0;
+	int			freed = 0;
+	int			i;
+
+	LWLockAcquire(rl_stats_lock, LW_SHARED);
+	for (i = 1; i < RL_STATS_SLOTS; i++)
+	{
+		RlStatsSlot *slot = &rl_stats->slots[i];
+
+		if (slot->state != RL_SLOT_LIVE)
+			continue;
+		keys[n] = slot->key;
+		idx[n] = i;
+		gens[n] = pg_atomic_read_u32(&slot->generation);
+		n++;
+	}
+	LWLockRelease(rl_stats_lock);
+
+	/* the latest committed policies: take in what changed */
+	AcceptInvalidationMessages();
+	for (i = 0; i < n; i++)
+		if (identity_gone(&keys[i], &last_db, &last_exists))
+		{
+			keys[ngone] = keys[i];
+			idx[ngone] = idx[i];
+			gens[ngone] = gens[i];
+			ngone++;
+		}
+
+	if (ngone > 0)
+	{
+		LWLockAcquire(rl_stats_lock, LW_EXCLUSIVE);
+		for (i = 0; i < ngone; i++)
+		{
+			RlStatsSlot *slot = &rl_stats->slots[idx[i]];
+
+			if (slot->state == RL_SLOT_LIVE &&
+				pg_atomic_read_u32(&slot->generation) == gens[i] &&
+				memcmp(&slot->key, &keys[i], sizeof(RlStatsKey)) == 0)
+			{
+				slot_free(slot, RL_SLOT_FREED);
+				freed++;
+			}
+		}
+		if (freed > 0)
+			pg_atomic_fetch_add_u32(&rl_stats->released, 1);
+		LWLockRelease(rl_stats_lock);
+	}
+	pfree(keys);
+	pfree(idx);
+	pfree(gens);
+	return freed;
+}
+
+/*
+ * Point the handle at the identity's slot: its own if it has one or one is
+ * free, after reclaiming the slots of gone identities if the table is
+ * full; "(other)" otherwise.
+ */
+static void
+slot_claim(const RlStatsKey *key, RlStatsHandle *handle)
+{
+	/* read first: slots freed while we look make the next count retry */
+	uint32		stamp = retry_stamp();
+
+	if (slot_search(key, false, handle) || slot_search(key, true, handle))
+		return;
+	if (slots_reclaim() > 0 && slot_search(key, true, handle))
+		return;
+	handle->slot = 0;
+	handle->stamp = stamp;
+}
+
+/*
+ * Does the handle still hold: its slot not freed since it was claimed, or,
+ * on "(other)", no room made since?
+ */
+static bool
+handle_current(const RlStatsHandle *handle)
+{
+	if (handle->slot > 0)
+		return pg_atomic_read_u32(&rl_stats->slots[handle->slot].generation) ==
+			handle->stamp;
+	return handle->slot == 0 && handle->stamp == retry_stamp();
+}
+
+/* The identity a request counts under. */
+static void
+request_key(const RlRequest *req, RlStatsKey *key)
+{
+	memset(key, 0, sizeof(*key));
+	key->dbid = req->dbid;
+	key->algo = req->algo;
+	if (req->policy != NULL)
+		strlcpy(key->policy, req->policy, NAMEDATALEN);
+}
+
+/*
+ * Count one decision of a request, in the slot the handle points to; the
+ * handle is checked first (its slot may have changed hands, or room may
+ * have been made for an identity counted under "(other)") and claimed
+ * again if needed.  The counters are added atomically, without a lock.
  */
 void
-rl_stats_count(const RlRequest *req, const RlDecision *d)
+rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
+				  const RlDecision *d)
 {
-	RlStatsKey	key;
-	RlStatsCacheEntry *entry;
-	bool		found;
 	RlStatsSlot *slot;
 	int64		capacity;
 
 	if (rl_stats == NULL)
 		return;
-	if (slot_cache == NULL)
+	if (!handle_current(handle))
 	{
-		HASHCTL		ctl;
+		RlStatsKey	key;
 
-		ctl.keysize = sizeof(RlStatsKey);
-		ctl.entrysize = sizeof(RlStatsCacheEntry);
-		ctl.hcxt = TopMemoryContext;
-		slot_cache = hash_create("ratelimit stats slots", 64, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		request_key(req, &key);
+		slot_claim(&key, handle);
 	}
-
-	memset(&key, 0, sizeof(key));
-	key.dbid = req->dbid;
-	key.algo = req->algo;
-	if (req->policy != NULL)
-		strlcpy(key.policy, req->policy, NAMEDATALEN);
-	entry = hash_search(slot_cache, &key, HASH_ENTER, &found);
-	if (!found)
-		entry->slot = slot_claim(&key);
-	slot = entry->slot;
+	slot = &rl_stats->slots[handle->slot];
 
 	if (d->failed)
 		pg_atomic_fetch_add_u64(&slot->counters[d->allowed ? RL_STAT_FAILED_OPEN :
@@ -185,8 +420,47 @@ rl_stats_count(const RlRequest *req, const RlDecision *d)
 }
 
 /*
- * Copy the used slots (of one database, or all when dbid is InvalidOid).
- * Returns how many were copied into out, which has RL_STATS_SLOTS places.
+ * Count one decision of a request, with the handle this backend keeps for
+ * the request's identity (a backend-local hash table, dropped when it grows
+ * past RL_STATS_CACHE_MAX identities).
+ */
+void
+rl_stats_count(const RlRequest *req, const RlDecision *d)
+{
+	RlStatsKey	key;
+	RlStatsCacheEntry *entry;
+	bool		found;
+
+	if (rl_stats == NULL)
+		return;
+	if (slot_cache != NULL &&
+		hash_get_num_entries(slot_cache) >= RL_STATS_CACHE_MAX)
+	{
+		hash_destroy(slot_cache);
+		slot_cache = NULL;
+	}
+	if (slot_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(RlStatsKey);
+		ctl.entrysize = sizeof(RlStatsCacheEntry);
+		ctl.hcxt = TopMemoryContext;
+		slot_cache = hash_create("ratelimit stats slots", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+
+	request_key(req, &key);
+	entry = hash_search(slot_cache, &key, HASH_ENTER, &found);
+	if (!found)
+		entry->handle = (RlStatsHandle) RL_STATS_HANDLE_INIT;
+	rl_stats_count_in(&entry->handle, req, d);
+}
+
+/*
+ * Copy the live slots (of one database, or all when dbid is InvalidOid;
+ * "(other)" always).  Returns how many were copied into out, which has
+ * rl_stats_capacity() places.
  */
 int
 rl_stats_read(Oid dbid, RlStatsRow *out)
@@ -202,7 +476,8 @@ rl_stats_read(Oid dbid, RlStatsRow *out)
 	{
 		RlStatsSlot *slot = &rl_stats->slots[i];
 
-		if (!slot->used || (i > 0 && OidIsValid(dbid) && slot->key.dbid != dbid))
+		if (slot->state != RL_SLOT_LIVE ||
+			(i > 0 && OidIsValid(dbid) && slot->key.dbid != dbid))
 			continue;
 		out[n].dbid = slot->key.dbid;
 		out[n].algo = slot->key.algo;
@@ -215,20 +490,54 @@ rl_stats_read(Oid dbid, RlStatsRow *out)
 	return n;
 }
 
-/* Zero every counter (slots keep their identity). */
+/*
+ * The table's figures.  The overflow is what "(other)" counted: every
+ * decision counts once as allowed or denied.
+ */
+void
+rl_stats_figures(RlStatsFigures *figures)
+{
+	RlStatsSlot *other;
+
+	memset(figures, 0, sizeof(*figures));
+	if (rl_stats == NULL)
+		return;
+	other = &rl_stats->slots[0];
+	LWLockAcquire(rl_stats_lock, LW_SHARED);
+	figures->slots = RL_STATS_SLOTS - 1;
+	figures->used = rl_stats->nused - 1;
+	LWLockRelease(rl_stats_lock);
+	figures->overflow = pg_atomic_read_u64(&other->counters[RL_STAT_ALLOWED]) +
+		pg_atomic_read_u64(&other->counters[RL_STAT_DENIED]);
+}
+
+/*
+ * Free every slot and zero every counter, "(other)" included: identities
+ * claim their slots again at their next count.
+ */
 void
 rl_stats_clear(void)
 {
 	int			i;
-	int			c;
 
 	if (rl_stats == NULL)
 		return;
-	for (i = 0; i < RL_STATS_SLOTS; i++)
-		for (c = 0; c < RL_NSTATS; c++)
-			pg_atomic_write_u64(&rl_stats->slots[i].counters[c], 0);
+	LWLockAcquire(rl_stats_lock, LW_EXCLUSIVE);
+	for (i = 1; i < RL_STATS_SLOTS; i++)
+	{
+		RlStatsSlot *slot = &rl_stats->slots[i];
+
+		if (slot->state == RL_SLOT_LIVE)
+			slot_free(slot, RL_SLOT_EMPTY);
+		else
+			slot->state = RL_SLOT_EMPTY;
+	}
+	slot_zero(&rl_stats->slots[0]);
+	pg_atomic_fetch_add_u32(&rl_stats->released, 1);
+	LWLockRelease(rl_stats_lock);
 }
 
+/* Rows rl_stats_read may return: every slot. */
 int
 rl_stats_capacity(void)
 {

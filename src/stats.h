@@ -29,11 +29,38 @@ typedef struct RlStatsRow
 	uint64		counters[RL_NSTATS];
 } RlStatsRow;
 
+/*
+ * Where one identity's counters are, as a backend remembers it: a slot and
+ * the slot's generation when it was claimed.  A handle is checked at each
+ * count and claimed again when the slot changed hands (stats.c).  Whoever
+ * keeps one (rl_stats_count's own cache, or a policy's cache entry) starts
+ * it at RL_STATS_HANDLE_INIT and passes the same identity every time.
+ */
+typedef struct RlStatsHandle
+{
+	int			slot;			/* -1: not claimed yet; 0: "(other)" */
+	uint32		stamp;			/* slot > 0: its generation when claimed;
+								 * slot 0: rl_stats' retry stamp then */
+} RlStatsHandle;
+
+#define RL_STATS_HANDLE_INIT {-1, 0}
+
+/* the table's figures, for rl_stats_info() */
+typedef struct RlStatsFigures
+{
+	int			slots;			/* identities that can have their own slot */
+	int			used;			/* of them, held */
+	uint64		overflow;		/* decisions counted under "(other)" */
+} RlStatsFigures;
+
 extern void rl_stats_request(void);
 extern void rl_stats_startup(void);
 extern Size rl_stats_shmem_size(void);
 extern void rl_stats_count(const RlRequest *req, const RlDecision *d);
+extern void rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
+							  const RlDecision *d);
 extern int	rl_stats_read(Oid dbid, RlStatsRow *out);
+extern void rl_stats_figures(RlStatsFigures *figures);
 extern void rl_stats_clear(void);
 extern int	rl_stats_capacity(void);
 
