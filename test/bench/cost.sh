@@ -500,12 +500,12 @@ wall_stmt() {
 }
 wall_label() {
 	case $1 in
-	calls_floor) echo "$rows rl_floor calls in one statement" ;;
-	calls_allow) echo "$rows rl_allow token_bucket calls in one statement" ;;
-	insert_plain) echo "$rows-row INSERT, no trigger" ;;
-	insert_floor) echo "$rows-row INSERT, no-op C trigger" ;;
-	insert_plpgsql) echo "$rows-row INSERT, no-op PL/pgSQL trigger" ;;
-	insert_enforce) echo "$rows-row INSERT, rl_enforce quota trigger" ;;
+	calls_floor) echo "$(thousands "$rows") rl_floor calls in one statement" ;;
+	calls_allow) echo "$(thousands "$rows") rl_allow token_bucket calls in one statement" ;;
+	insert_plain) echo "$(thousands "$rows")-row INSERT, no trigger" ;;
+	insert_floor) echo "$(thousands "$rows")-row INSERT, no-op C trigger" ;;
+	insert_plpgsql) echo "$(thousands "$rows")-row INSERT, no-op PL/pgSQL trigger" ;;
+	insert_enforce) echo "$(thousands "$rows")-row INSERT, rl_enforce quota trigger" ;;
 	esac
 }
 
@@ -587,30 +587,41 @@ fi
 
 # ---- latency ----
 
-# One pgbench run of script $2 (one call per transaction), one client,
-# with the session options $3: "tps p50 p99" (latencies in microseconds,
-# the client's round trip included).
+# One pgbench run of case $1 (one call per transaction, one client), round
+# $2: its tps; its per-transaction log in $tmp/lat_CASE_rROUND.*.
 latency_one() {
-	local name=$1 script=$2 out
-	out=$(cd "$tmp" && as_pg env PGOPTIONS="${3:-}" "$bindir/pgbench" -n -M prepared \
+	local script opts='' out
+	case $1 in
+	floor) script=floor.sql ;;
+	local) script=token_bucket.sql ;;
+	redis)
+		script=redis_token_bucket.sql
+		opts="-c ratelimit.backend=redis" ;;
+	esac
+	out=$(cd "$tmp" && as_pg env PGOPTIONS="$opts" "$bindir/pgbench" -n -M prepared \
 		-c 1 -j 1 -T "$seconds" -D nkeys="$nkeys" -f "$tmp/$script" -l \
-		--log-prefix="$tmp/lat_$name" -h "$tmp" -p "$port" bench 2>&1) ||
-		{ echo "$out" >&2; die "pgbench failed on $name"; }
-	echo "$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | tail -n 1)" \
-		"$(cat "$tmp/lat_$name".* | awk '{ print $3 }' | percentiles)"
+		--log-prefix="$tmp/lat_$1_r$2" -h "$tmp" -p "$port" bench 2>&1) ||
+		{ echo "$out" >&2; die "pgbench failed on $1"; }
+	sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | tail -n 1
 }
 
+# Three rounds of each case, interleaved, so that a busy spell of the
+# machine does not fall on one case only; "case tps p50 p99" lines (the
+# median tps, the percentiles of every round's calls; microseconds).
+lat_rounds=3
 if has_part latency; then
+	: >"$tmp/latency_runs"
 	: >"$tmp/latency"
+	for r in $(seq "$lat_rounds"); do
+		for l in floor local redis; do
+			tps=$(latency_one "$l" "$r")
+			echo "$l $r $tps" >>"$tmp/latency_runs"
+			echo "== latency: $l, round $r: $tps calls/s"
+		done
+	done
 	for l in floor local redis; do
-		echo "== latency: $l"
-		case $l in
-		floor) line=$(latency_one floor floor.sql) ;;
-		local) line=$(latency_one local token_bucket.sql) ;;
-		redis) line=$(latency_one redis redis_token_bucket.sql "-c ratelimit.backend=redis") ;;
-		esac
-		echo "$l $line" >>"$tmp/latency"
-		echo "   tps p50 p99 (us): $line"
+		echo "$l $(awk -v l="$l" '$1 == l { print $3 }' "$tmp/latency_runs" | median)" \
+			"$(cat "$tmp/lat_${l}"_r*.* | awk '{ print $3 }' | percentiles)" >>"$tmp/latency"
 	done
 	redis_undecided=$(psql_bench -At -c 'SELECT failures + skipped FROM rl_redis_info()')
 fi
@@ -688,9 +699,9 @@ targets() {
 	fi
 	if has_part wall; then
 		v=$(printf "%.2f" "$(get ratio_calls)")
-		echo "$rows rl_allow calls in one statement, wall time / the floor's|$v|<= 1.5|$(awk -v v="$v" 'BEGIN { print (v <= 1.5 ? "met" : "NOT MET") }')"
+		echo "$(thousands "$rows") rl_allow calls in one statement, wall time / the floor's|$v|<= 1.5|$(awk -v v="$v" 'BEGIN { print (v <= 1.5 ? "met" : "NOT MET") }')"
 		v=$(printf "%.2f" "$(get ratio_insert)")
-		echo "$rows-row INSERT with rl_enforce, wall time / with a no-op C trigger|$v|<= 1.3|$(awk -v v="$v" 'BEGIN { print (v <= 1.3 ? "met" : "NOT MET") }')"
+		echo "$(thousands "$rows")-row INSERT with rl_enforce, wall time / with a no-op C trigger|$v|<= 1.3|$(awk -v v="$v" 'BEGIN { print (v <= 1.3 ? "met" : "NOT MET") }')"
 	fi
 	if has_part memory; then
 		v=$(get per_row)
@@ -779,7 +790,7 @@ breakdown_table() {
 		echo "statement making many calls: \`$(case_stmt token_bucket)\`, or"
 		echo "\`$(case_stmt enforce)\` into an UNLOGGED table"
 		echo "(\`test/bench/cost_setup.sql\`), run on $(keys_label "$nkeys") first (every key"
-		echo "created), then with N1 = $n1 (warm-up), N1 and N2 = $n2 calls"
+		echo "created), then with N1 = $(thousands "$n1") (warm-up), N1 and N2 = $(thousands "$n2") calls"
 		echo "in the same backend; callgrind dumps its counts before each statement,"
 		echo "and a call costs (I(N2) - I(N1)) / (N2 - N1) instructions: the"
 		echo "statement's fixed costs (parse, plan, start-up) cancel, what is left is"
@@ -822,12 +833,12 @@ breakdown_table() {
 		echo "| case | median ms |"
 		echo "|---|---:|"
 		for w in $wall_cases; do
-			echo "| $(wall_label "$w") | $(get "ms_$w") |"
+			echo "| $(wall_label "$w") | $(printf %.0f "$(get "ms_$w")") |"
 		done
 		echo
 		echo "| ratio | median |"
 		echo "|---|---:|"
-		echo "| rl_allow / rl_floor, $rows calls | $(printf %.2f "$(get ratio_calls)") |"
+		echo "| rl_allow / rl_floor, $(thousands "$rows") calls | $(printf %.2f "$(get ratio_calls)") |"
 		echo "| INSERT with rl_enforce / with the no-op C trigger | $(printf %.2f "$(get ratio_insert)") |"
 		echo "| INSERT with rl_enforce / no trigger | $(printf %.2f "$(get ratio_insert_plain)") |"
 		echo "| INSERT with the no-op C trigger / no trigger | $(printf %.2f "$(get ratio_floor_plain)") |"
@@ -849,29 +860,30 @@ breakdown_table() {
 		echo "|---|---:|---:|---:|---|"
 		while read -r name bytes used hwm largest; do
 			case $name in
-			floor_many) what="$rows rows, no-op C trigger" ;;
-			enforce_one_small) what="$((rows / 10)) rows, rl_enforce, one key" ;;
-			enforce_one) what="$rows rows, rl_enforce, one key" ;;
-			enforce_many) what="$rows rows, rl_enforce, $(keys_label "$nkeys")" ;;
+			floor_many) what="$(thousands "$rows") rows, no-op C trigger" ;;
+			enforce_one_small) what="$(thousands $((rows / 10))) rows, rl_enforce, one key" ;;
+			enforce_one) what="$(thousands "$rows") rows, rl_enforce, one key" ;;
+			enforce_many) what="$(thousands "$rows") rows, rl_enforce, $(keys_label "$nkeys")" ;;
 			esac
 			echo "| $what | $(mb "$bytes") | $(mb "$used") | $(kb_mb "$hwm") | $largest |"
 		done <"$tmp/memory"
 		echo
-		echo "Used memory's growth per row (one key, between $((rows / 10)) and $rows rows):"
-		echo "$(get per_row) bytes; per key (between one key and $(keys_label "$nkeys"), $rows"
-		echo "rows): $(get per_key) bytes."
+		echo "Used memory's growth per row (one key, between $(thousands $((rows / 10))) and"
+		echo "$(thousands "$rows") rows): $(get per_row) bytes; per key (between one key and"
+		echo "$(keys_label "$nkeys"), $(thousands "$rows") rows): $(get per_key) bytes."
 	fi
 	if has_part latency; then
 		echo
 		echo "## Latency of one call per statement"
 		echo
-		echo "pgbench \`-M prepared\`, 1 client, ${seconds} s per case, one \`SELECT\` per"
-		echo "transaction on a random key of $(keys_label "$nkeys"); percentiles of its"
-		echo "per-transaction log, the client's round trip through the unix socket"
-		echo "included. Redis: a redis-server on loopback (no persistence); a key of"
-		echo "1000 per second expires about a second after its last call, so most"
-		echo "calls create their key. The design notes give a limiter 1-2 ms of added"
-		echo "latency."
+		echo "pgbench \`-M prepared\`, 1 client, $lat_rounds rounds of ${seconds} s per case, cases"
+		echo "interleaved, one \`SELECT\` per transaction on a random key of"
+		echo "$(keys_label "$nkeys"); median calls/s, and percentiles of every call of"
+		echo "the rounds (pgbench's per-transaction log), the client's round trip"
+		echo "through the unix socket included. Redis: a redis-server on loopback (no"
+		echo "persistence); a key of 1000 per second expires about a second after its"
+		echo "last call, so most calls create their key. The design notes give a"
+		echo "limiter 1-2 ms of added latency."
 		echo
 		echo "| case | calls/s | p50 | p99 |"
 		echo "|---|---:|---:|---:|"

@@ -5,12 +5,17 @@
 # shellcheck source-path=SCRIPTDIR source=../common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
+# A whole number with thousands separators: 1000000 is "1,000,000".
+thousands() {
+	sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\(,\|$\)/\1,\2\3/' -e 'ta' <<<"$1"
+}
+
 # A label for a key count: "hot key" for 1, else "10,000 keys".
 keys_label() {
 	if [ "$1" = 1 ]; then
 		echo "hot key"
 	else
-		echo "$(sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\(,\|$\)/\1,\2\3/' -e 'ta' <<<"$1") keys"
+		echo "$(thousands "$1") keys"
 	fi
 }
 
