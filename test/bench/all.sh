@@ -63,7 +63,7 @@
 #                                           (Debian's PostgreSQL 15)
 #   RL_BENCH_THREADS: passed to run.sh.
 # A failed phase is reported as such in the report; the README is then
-# left alone (as it is when a phase is not run) and the exit status is 1.
+# left alone and the exit status is 1.
 
 set -euo pipefail
 
