@@ -395,6 +395,10 @@ targets_table() {
 # per recorded run.  A run on a busy machine has its wall-clock and latency
 # figures marked (noisy).
 history_table() {
+	if [ ! -s "$history" ]; then
+		echo "No run recorded yet."
+		return
+	fi
 	echo "| run | source | label | rl_allow instructions above the floor | rl_enforce instructions above a no-op C trigger | with cost= | 1M calls / floor, wall | 1M-row INSERT / no-op C trigger, wall | memory, 1M rows, 1 key | 1M rows, 10,000 keys | p99 local | p99 Redis |"
 	echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	echo "| target | | | <= 600 | <= 900 | | <= 1.5 | <= 1.3 | grows with keys, not rows | | < 1-2 ms | < 1-2 ms |"
@@ -568,7 +572,8 @@ cost_section() {
 	echo "the lines of runs that should not count). Instruction counts are exact"
 	echo "for a given build; wall-clock ratios and latencies measured on a busy"
 	echo "machine are marked noisy. Memory: what the transaction holds after"
-	echo "1,000,000 rows through rl_enforce."
+	echo "1,000,000 rows through rl_enforce. Runs of other sizes"
+	echo "(\`RL_BENCH_COST_ROWS\`) are not recorded."
 	echo
 	history_table
 	echo
