@@ -3,9 +3,9 @@
 # test/bench/all.sh: every ratelimit benchmark in one command, a report and
 # a plot.
 #
-#   bash test/bench/all.sh        (as root, after `make install`)
+#   bash test/bench/all.sh        (as root)
 #
-# Three phases, each on its own throwaway servers, which it stops:
+# Four phases, each on its own throwaway servers, which it stops:
 #   1. sweep: run.sh over clients 1 2 4 8 16 x one hot key, 10,000 and
 #      1,000,000 keys x the floor, rl_allow token_bucket and
 #      sliding_window_log (local), the table-backed peer, and rl_allow
@@ -15,16 +15,29 @@
 #   3. redis: redis.sh, for issue 3's targets (rl_allow through Redis,
 #      back to back, against redis-benchmark running the same script, and
 #      one call per statement for reference; latency with Redis down and
-#      the breaker open).
+#      the breaker open);
+#   4. cost: cost.sh, for issue 9's targets (the cost of one decision:
+#      instructions per call under callgrind, wall time of a million calls
+#      or rows in one statement against the floors, memory per
+#      transaction, latency of one call per statement).
 # Then writes test/bench/report.md (targets met or not, tps tables, every
 # run), test/bench/throughput.png (throughput against clients, one panel per
 # key count, one line per case), test/bench/redis.md (redis.sh's report),
-# and replaces the "Benchmark" section of README.md with the latest
-# figures.  About 13 minutes on 2 CPUs.
+# appends the cost phase's figures to test/bench/cost_history.tsv (the
+# before and after of each change, labelled with RL_BENCH_LABEL), and
+# replaces the "Benchmark" section of README.md with the latest figures.
+# About 20 minutes on 2 CPUs.
 #
-# Needs: PostgreSQL 15 with pgbench and the server headers (for the floor
-# module), redis-server, redis-cli and redis-benchmark, gnuplot (installed
-# with apt-get when missing and running as root).
+# Every phase runs against one private copy of PG_CONFIG's installation
+# with this tree's extension and the floor module built into it (lib.sh's
+# bench_install, as the test command does): the system's files are never
+# changed.  When only some phases run (RL_BENCH_PHASES), the report and the
+# README keep the other phases' sections and target rows from the previous
+# report; each section says when and on what source it was measured.
+#
+# Needs: root; what the test command installs (PostgreSQL 15 with pgbench
+# and the server headers, redis-server and redis-tools), valgrind, gnuplot
+# (installed with apt-get when missing).
 #
 # Settings (environment):
 #   RL_BENCH_SWEEP_SECONDS   seconds per sweep run                     (5)
@@ -36,13 +49,21 @@
 #   RL_BENCH_TARGET_SECONDS  seconds per target run                   (10)
 #   RL_BENCH_TARGET_ROUNDS   rounds of the target runs                 (3)
 #   RL_BENCH_REDIS_SECONDS   seconds per redis.sh run                 (10)
-#   RL_BENCH_PHASES          phases to run         (sweep targets redis)
+#   RL_BENCH_COST_ROUNDS     rounds of cost.sh's wall-clock runs       (5)
+#   RL_BENCH_COST_SECONDS    seconds of cost.sh's latency runs        (10)
+#   RL_BENCH_COST_*          cost.sh's other settings (see cost.sh)
+#   RL_BENCH_LABEL           what the cost phase's line in
+#                            cost_history.tsv is called, e.g. "0.2.0
+#                            baseline" or the change measured      (none)
+#   RL_BENCH_PHASES          phases to run    (sweep targets redis cost)
 #   RL_BENCH_OUTDIR   where report.md, throughput.png, redis.md go
 #                                                          (test/bench)
 #   RL_BENCH_README   README to update, empty: none  (README.md at the root)
-#   PG_CONFIG, RL_BENCH_THREADS: passed to run.sh.
+#   PG_CONFIG     pg_config of the installation to copy
+#                                           (Debian's PostgreSQL 15)
+#   RL_BENCH_THREADS: passed to run.sh.
 # A failed phase is reported as such in the report; the README is then
-# left alone (as it is when a phase is not run) and the exit status is 1.
+# left alone and the exit status is 1.
 
 set -euo pipefail
 
@@ -58,11 +79,13 @@ sweep_cases=${RL_BENCH_SWEEP_CASES:-floor token_bucket sliding_window_log table 
 target_seconds=${RL_BENCH_TARGET_SECONDS:-10}
 target_rounds=${RL_BENCH_TARGET_ROUNDS:-3}
 redis_seconds=${RL_BENCH_REDIS_SECONDS:-10}
-phases=${RL_BENCH_PHASES:-sweep targets redis}
+cost_rounds=${RL_BENCH_COST_ROUNDS:-5}
+cost_seconds=${RL_BENCH_COST_SECONDS:-10}
+label=${RL_BENCH_LABEL:-}
+phases=${RL_BENCH_PHASES:-sweep targets redis cost}
 outdir=${RL_BENCH_OUTDIR:-$here}
 readme=${RL_BENCH_README-$root/README.md}
-PG_CONFIG=${PG_CONFIG:-pg_config}
-export PG_CONFIG
+history=$outdir/cost_history.tsv
 
 # The key count the target ratios are measured on, besides the hot key,
 # and their concurrency (issue 2).
@@ -83,40 +106,47 @@ redis_keys=10000
 die() { echo "all.sh: $*" >&2; exit 1; }
 has_phase() { [[ " $phases " == *" $1 "* ]]; }
 
-# Prerequisites, checked before minutes of work.
-command -v "$PG_CONFIG" >/dev/null || die "no $PG_CONFIG: install postgresql-server-dev-15"
-bindir=$("$PG_CONFIG" --bindir)
-[ -x "$bindir/pgbench" ] || die "no pgbench in $bindir"
-[ -f "$("$PG_CONFIG" --pkglibdir)/ratelimit.so" ] ||
-	die "ratelimit is not installed: run 'make install' at $root first"
-for cmd in redis-server redis-cli redis-benchmark; do
-	command -v "$cmd" >/dev/null ||
-		die "no $cmd: install redis-server and redis-tools"
+for p in $phases; do
+	case $p in
+	sweep | targets | redis | cost) ;;
+	*) die "unknown phase \"$p\" (phases: sweep targets redis cost)" ;;
+	esac
 done
-if ! command -v gnuplot >/dev/null; then
-	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-		# with its recommended fonts, for the PNG's text
-		echo "== installing gnuplot-nox"
-		if ! { apt-get update -qq &&
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox >/dev/null; }; then
-			die "apt-get install gnuplot-nox failed"
+
+# Prerequisites, checked before minutes of work (the test command's
+# packages are installed with the private installation, below).
+rl_require_root
+term=
+if has_phase sweep; then
+	if ! command -v gnuplot >/dev/null; then
+		if command -v apt-get >/dev/null; then
+			# with its recommended fonts, for the PNG's text
+			echo "== installing gnuplot-nox"
+			if ! { apt-get update -qq &&
+				DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox >/dev/null; }; then
+				die "apt-get install gnuplot-nox failed"
+			fi
+		else
+			die "no gnuplot: install gnuplot-nox"
 		fi
-	else
-		die "no gnuplot: install gnuplot-nox (or run as root)"
 	fi
-fi
-if gnuplot -e 'set terminal' 2>&1 | grep -q '^ *pngcairo '; then
-	term=pngcairo
-elif gnuplot -e 'set terminal' 2>&1 | grep -q '^ *png '; then
-	term=png
-else
-	die "gnuplot has neither the pngcairo nor the png terminal"
+	if gnuplot -e 'set terminal' 2>&1 | grep -q '^ *pngcairo '; then
+		term=pngcairo
+	elif gnuplot -e 'set terminal' 2>&1 | grep -q '^ *png '; then
+		term=png
+	else
+		die "gnuplot has neither the pngcairo nor the png terminal"
+	fi
 fi
 mkdir -p "$outdir"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_bench_all.XXXXXX")
 child=
 viewer=
+# the previous report, whose sections the phases not run keep
+if [ -f "$outdir/report.md" ]; then
+	cp "$outdir/report.md" "$tmp/old_report.md"
+fi
 
 # On any exit: stop the running phase (it stops its own servers and
 # removes its own directory) and remove ours.
@@ -131,11 +161,25 @@ cleanup() {
 		kill "$viewer" 2>/dev/null || true
 	fi
 	rm -rf "$tmp"
+	bench_uninstall
 	exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# One private installation for every phase.
+if has_phase cost; then
+	bench_install valgrind
+else
+	bench_install
+fi
+[ -x "$bindir/pgbench" ] || die "no pgbench in $bindir"
+for cmd in redis-server redis-cli redis-benchmark; do
+	command -v "$cmd" >/dev/null ||
+		die "no $cmd: install redis-server and redis-tools"
+done
+export RL_BENCH_PG PG_CONFIG
 
 # Run a phase: its output to $tmp/NAME.log, shown as it grows, its exit
 # status in $tmp/NAME.status.  Run in the background and waited for, so
@@ -193,6 +237,12 @@ if has_phase redis; then
 		RL_BENCH_SECONDS="$redis_seconds" RL_BENCH_DOWN_CLIENTS=2 \
 		RL_BENCH_REPORT="$tmp/redis.md" \
 		bash "$here/redis.sh"
+fi
+if has_phase cost; then
+	run_phase cost env \
+		RL_BENCH_ROUNDS="$cost_rounds" RL_BENCH_SECONDS="$cost_seconds" \
+		RL_BENCH_REPORT="$tmp/cost.md" RL_BENCH_DATA="$tmp/cost" \
+		bash "$here/cost.sh"
 fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 minutes=$(((SECONDS - t0 + 30) / 60))
@@ -264,13 +314,105 @@ redis_rows() {
 	echo "3|p99 latency of rl_allow with Redis down and the breaker open, 2 clients|${redis_p99:-?} us|< 1000 us|$v"
 }
 
-# The targets as a markdown table.
+# Issue 9's targets, from cost.sh's "what|value|target|verdict" lines.
+cost_rows() {
+	phase_ok cost || return 0
+	sed 's/^/9|/' "$tmp/cost/targets"
+}
+
+# ---- phases not run: their sections and rows from the previous report ----
+
+# The heading of a phase's section, and the issue whose targets it measures.
+phase_heading() {
+	case $1 in
+	sweep) echo "Throughput against clients" ;;
+	targets) echo "The target runs" ;;
+	redis) echo "The Redis benchmark (redis.sh)" ;;
+	cost) echo "The cost of one decision (issue 9)" ;;
+	esac
+}
+phase_issue() {
+	case $1 in
+	targets) echo 2 ;;
+	redis) echo 3 ;;
+	cost) echo 9 ;;
+	esac
+}
+
+# A phase's section in the previous report, without its heading.
+old_section() {
+	[ -f "$tmp/old_report.md" ] || return 0
+	awk -v h="## $(phase_heading "$1")" '
+		$0 == h { on = 1; next }
+		on && /^## / { exit }
+		on' "$tmp/old_report.md"
+}
+
+# A phase's rows in the previous report's targets table, as
+# "issue|what|value|target|verdict".
+old_rows() {
+	local issue
+	issue=$(phase_issue "$1")
+	[ -n "$issue" ] && [ -f "$tmp/old_report.md" ] || return 0
+	awk -v i="| $issue |" '
+		/^## Targets$/ { on = 1; next }
+		on && /^## / { exit }
+		on && index($0, i) == 1' "$tmp/old_report.md" |
+		sed -e 's/^| //' -e 's/ | *$//' -e 's/ |$//' -e 's/ | /|/g'
+}
+
+# The phases not run whose sections the previous report has.
+kept=
+for p in sweep targets redis cost; do
+	if ! has_phase "$p" && [ -n "$(old_section "$p" | tr -d '[:space:]')" ]; then
+		kept="${kept:+$kept }$p"
+	fi
+done
+is_kept() { [[ " $kept " == *" $1 "* ]]; }
+
+# The targets as a markdown table: this run's phases' rows, and the kept
+# phases' rows from the previous report.
 targets_table() {
+	local p
 	echo "| issue | ratio or figure | measured | target | |"
 	echo "|---|---|---:|---:|---|"
-	{ targets_rows; redis_rows; } | while IFS='|' read -r issue what value target verdict; do
+	for p in targets redis cost; do
+		if has_phase "$p"; then
+			case $p in
+			targets) targets_rows ;;
+			redis) redis_rows ;;
+			cost) cost_rows ;;
+			esac
+		elif is_kept "$p"; then
+			old_rows "$p"
+		fi
+	done | while IFS='|' read -r issue what value target verdict; do
 		echo "| $issue | $what | $value | $target | $verdict |"
 	done
+}
+
+# The cost phase's before-and-after table, from cost_history.tsv: one line
+# per recorded run.  A run on a busy machine has its wall-clock and latency
+# figures marked (noisy).
+history_table() {
+	if [ ! -s "$history" ]; then
+		echo "No run recorded yet."
+		return
+	fi
+	echo "| run | source | label | rl_allow instructions above the floor | rl_enforce instructions above a no-op C trigger | with cost= | 1M calls / floor, wall | 1M-row INSERT / no-op C trigger, wall | memory, 1M rows, 1 key | 1M rows, 10,000 keys | p99 local | p99 Redis |"
+	echo "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| target | | | <= 600 | <= 900 | | <= 1.5 | <= 1.3 | grows with keys, not rows | | < 1-2 ms | < 1-2 ms |"
+	awk -F '\t' '
+		# a figure, scaled and formatted, or "-" when not measured
+		function f(v, scale, fmt) { return v == "" ? "-" : sprintf(fmt, v / scale) }
+		NR > 1 {
+			n = ($13 == "busy") ? " (noisy)" : ""
+			printf "| %s | %s | %s | %s | %s | %s | %s%s | %s%s | %s | %s | %s%s | %s%s |\n",
+				$1, $2, $3, f($4, 1, "%d"), f($5, 1, "%d"), f($6, 1, "%d"),
+				f($7, 1, "%.2f"), n, f($8, 1, "%.2f"), n,
+				f($9, 1048576, "%.0f MB"), f($10, 1048576, "%.0f MB"),
+				f($11, 1000, "%.2f ms"), n, f($12, 1000, "%.2f ms"), n
+		}' "$history"
 }
 
 # The sweep's median tps: "clients keys case tps" lines.
@@ -355,7 +497,8 @@ embed() {
 		{ sub(/^##/, "###"); print }' "$file"
 }
 
-# Why a phase has no figures.
+# Why a phase has no figures: it failed, or it was not run and the
+# previous report has no section for it.
 phase_failed() {
 	if [ -f "$tmp/$1.status" ]; then
 		echo "**This phase failed (exit $(cat "$tmp/$1.status")); the end of its output:**"
@@ -368,10 +511,96 @@ phase_failed() {
 	fi
 }
 
+# A phase's section: its heading, then what $2 writes if the phase ran and
+# succeeded, the previous report's section if it was not run, or why there
+# are no figures.
+section() {
+	echo
+	echo "## $(phase_heading "$1")"
+	echo
+	if phase_ok "$1"; then
+		"$2"
+	elif is_kept "$1"; then
+		old_section "$1"
+	else
+		phase_failed "$1"
+	fi
+}
+
+sweep_section() {
+	[ -n "$plot_ok" ] && echo "![throughput against clients](throughput.png)" && echo
+	echo "Median calls per second (pgbench \`-M prepared\`, one call per"
+	echo "transaction, ${sweep_seconds} s per run, one round: single runs, noisy)."
+	for n in $sweep_keys; do
+		echo
+		sweep_table "$n"
+	done
+	echo
+	echo "Notes:"
+	echo
+	echo "- Warm: before the runs each of the $(keys_label "$largest") got one call of"
+	echo "  the cases that keep state in PostgreSQL (token_bucket, table), so the"
+	echo "  figures are for existing keys, not their creation. Redis state cannot be"
+	echo "  warmed: a token_bucket key of 1000 per second expires about 1 s after its"
+	echo "  last call, so a key called less than once a second or so is created anew"
+	echo "  by most of its calls (on 1,000,000 keys, by nearly every call)."
+	echo "- sliding_window_log: before each run on up to $(keys_label "$prefill_max") every log"
+	echo "  is filled with 100 entries, in a window such that about half the calls"
+	echo "  are admitted (steady state)."
+	if [ "$largest" -gt "$prefill_max" ]; then
+		echo "  On $(keys_label "$largest") that prefill ($((largest / 10000)) million calls before"
+		echo "  each run) is skipped: the logs hold the few entries earlier runs left"
+		echo "  and every call is admitted, so that line measures sparse logs."
+	fi
+	echo "- Undecided calls (store full, Redis failed or skipped, decided by"
+	echo "  \`ratelimit.fail_mode\`) are counted per run below: they must be 0."
+	echo
+	echo "### Sweep settings and every run"
+	echo
+	echo "As \`run.sh\` reported it. Its ratios are single runs at every"
+	echo "concurrency; the targets above come from the target runs."
+	echo
+	embed "$tmp/sweep.md" "Throughput"
+}
+targets_section() { embed "$tmp/targets.md"; }
+redis_section() { embed "$tmp/redis.md"; }
+cost_section() {
+	echo "### Before and after"
+	echo
+	echo "Every recorded run of this phase, oldest first (\`$(basename "$history")\`,"
+	echo "one line per run of \`all.sh\` with this phase, named by \`RL_BENCH_LABEL\`; delete"
+	echo "the lines of runs that should not count). Instruction counts are exact"
+	echo "for a given build; wall-clock ratios and latencies measured on a busy"
+	echo "machine are marked noisy. Memory: what the transaction holds after"
+	echo "1,000,000 rows through rl_enforce. Runs of other sizes"
+	echo "(\`RL_BENCH_COST_ROWS\`) are not recorded."
+	echo
+	history_table
+	echo
+	embed "$tmp/cost.md"
+}
+
+# The cost phase's line in the before-and-after table, when it measured
+# what the table's columns say (a million calls and rows).
+if phase_ok cost && [ "${RL_BENCH_COST_ROWS:-1000000}" = 1000000 ]; then
+	if [ ! -s "$history" ]; then
+		printf 'run\tsource\tlabel\tallow_above_floor\tenforce_above_floor\tenforce_cost_above_floor\tcalls_ratio\tinsert_ratio\tmem_1m_one_key\tmem_1m_many_keys\tp99_local_us\tp99_redis_us\tbusy\n' >"$history"
+	fi
+	# cost.sh's line with the label after the source and "busy" at the end
+	awk -F '\t' -v OFS='\t' -v label="$label" -v busy="$(cat "$tmp/cost/busy")" \
+		'{ $2 = $2 OFS label; print $0, busy }' "$tmp/cost/history" >>"$history"
+fi
+
 {
 	echo "# ratelimit benchmark report"
 	echo
-	echo "Written by \`test/bench/all.sh\`, started $started_at, $minutes minutes."
+	echo "Written by \`test/bench/all.sh\`, started $started_at, $minutes minutes,"
+	echo "phases run: $phases."
+	if [ -n "$kept" ]; then
+		echo "The sections of ${kept// /, } are kept from an earlier run (each says"
+		echo "when it was measured, and on what source), and so are their rows in the"
+		echo "targets."
+	fi
 	echo
 	echo "| | |"
 	echo "|---|---|"
@@ -389,73 +618,23 @@ phase_failed() {
 	echo
 	echo "Issue 2's ratios: $target_rounds rounds of ${target_seconds} s runs at $target_clients clients, cases"
 	echo "interleaved, median of the per-round ratios (details below). Issue 3's:"
-	echo "\`test/bench/redis.sh\`, ${redis_seconds} s runs ([redis.md](redis.md))."
+	echo "\`test/bench/redis.sh\`, ${redis_seconds} s runs ([redis.md](redis.md)). Issue 9's:"
+	echo "\`test/bench/cost.sh\`, instructions under callgrind, wall clock, memory and"
+	echo "latency (the last section)."
 	echo
 	targets_table
-	for p in targets redis; do
-		if ! phase_ok "$p"; then
+	for p in targets redis cost; do
+		if ! phase_ok "$p" && ! is_kept "$p"; then
 			echo
 			echo "No figures from the $p phase:"
 			echo
 			phase_failed "$p"
 		fi
 	done
-	echo
-	echo "## Throughput against clients"
-	echo
-	if phase_ok sweep; then
-		[ -n "$plot_ok" ] && echo "![throughput against clients](throughput.png)" && echo
-		echo "Median calls per second (pgbench \`-M prepared\`, one call per"
-		echo "transaction, ${sweep_seconds} s per run, one round: single runs, noisy)."
-		for n in $sweep_keys; do
-			echo
-			sweep_table "$n"
-		done
-		echo
-		echo "Notes:"
-		echo
-		echo "- Warm: before the runs each of the $(keys_label "$largest") got one call of"
-		echo "  the cases that keep state in PostgreSQL (token_bucket, table), so the"
-		echo "  figures are for existing keys, not their creation. Redis state cannot be"
-		echo "  warmed: a token_bucket key of 1000 per second expires about 1 s after its"
-		echo "  last call, so a key called less than once a second or so is created anew"
-		echo "  by most of its calls (on 1,000,000 keys, by nearly every call)."
-		echo "- sliding_window_log: before each run on up to $(keys_label "$prefill_max") every log"
-		echo "  is filled with 100 entries, in a window such that about half the calls"
-		echo "  are admitted (steady state)."
-		if [ "$largest" -gt "$prefill_max" ]; then
-			echo "  On $(keys_label "$largest") that prefill ($((largest / 10000)) million calls before"
-			echo "  each run) is skipped: the logs hold the few entries earlier runs left"
-			echo "  and every call is admitted, so that line measures sparse logs."
-		fi
-		echo "- Undecided calls (store full, Redis failed or skipped, decided by"
-		echo "  \`ratelimit.fail_mode\`) are counted per run below: they must be 0."
-		echo
-		echo "### Sweep settings and every run"
-		echo
-		echo "As \`run.sh\` reported it. Its ratios are single runs at every"
-		echo "concurrency; the targets above come from the target runs."
-		echo
-		embed "$tmp/sweep.md" "Throughput"
-	else
-		phase_failed sweep
-	fi
-	echo
-	echo "## The target runs"
-	echo
-	if phase_ok targets; then
-		embed "$tmp/targets.md"
-	else
-		phase_failed targets
-	fi
-	echo
-	echo "## The Redis benchmark (redis.sh)"
-	echo
-	if phase_ok redis; then
-		embed "$tmp/redis.md"
-	else
-		phase_failed redis
-	fi
+	section sweep sweep_section
+	section targets targets_section
+	section redis redis_section
+	section cost cost_section
 } | cat -s >"$tmp/report.md"
 cp "$tmp/report.md" "$outdir/report.md"
 if phase_ok redis; then
@@ -466,37 +645,51 @@ failed=
 for p in $phases; do phase_ok "$p" || failed="$failed $p"; done
 
 # The README's "Benchmark" section, up to the next "## " heading: the
-# targets, the 10,000-key table, the plot, how to run.
-if [ -n "$readme" ] && [ -z "$failed" ] && has_phase sweep && has_phase targets &&
-	has_phase redis && grep -q '^## Benchmark$' "$readme"; then
+# targets, the 10,000-key table (this run's, or the report's when the
+# sweep is kept), the plot, how to run.
+if [ -n "$readme" ] && [ -z "$failed" ] && grep -q '^## Benchmark$' "$readme"; then
 	rel=$(realpath --relative-to="$(dirname "$readme")" "$outdir")
 	{
 		echo "## Benchmark"
 		echo
-		echo "\`bash test/bench/all.sh\` (as root, after \`make install\`; $minutes minutes"
-		echo "here) runs every benchmark in one go: pgbench in prepared mode"
-		echo "against rl_allow (local and Redis backends), a no-op C function with the"
-		echo "same signature (the floor) and a token bucket written in plpgsql on an"
-		echo "UNLOGGED table (the peer), 1 to 16 clients, one hot key, 10,000 and"
-		echo "1,000,000 keys. It writes [the report]($rel/report.md) and the plot, and"
-		echo "updates this section."
+		echo "\`bash test/bench/all.sh\` (as root; about 20 minutes on 2 CPUs) runs every"
+		echo "benchmark in one go, against a private installation it builds: pgbench in"
+		echo "prepared mode against rl_allow (local and Redis backends), a no-op C"
+		echo "function with the same signature (the floor) and a token bucket written in"
+		echo "plpgsql on an UNLOGGED table (the peer), 1 to 16 clients, one hot key,"
+		echo "10,000 and 1,000,000 keys; and the cost of one decision where many happen"
+		echo "in one statement (instructions under callgrind, a million calls or rows"
+		echo "against the floors, memory per transaction, latency). It writes"
+		echo "[the report]($rel/report.md) and the plot, and updates this section."
 		echo
-		echo "Latest run: $started_at, $commit, on $machine."
+		echo "Latest run: $started_at, $commit, on $machine, phases ${phases// /, }."
 		if [ -n "$busy" ]; then
-			echo "The machine was busy with other work: the figures are noisy."
+			echo "The machine was busy with other work during this run: its figures are noisy."
+		fi
+		if [ -n "$kept" ]; then
+			echo "The figures of ${kept// /, } are from an earlier run (see the report)."
 		fi
 		echo
 		targets_table
 		echo
-		echo "Calls per second, ${sweep_seconds} s runs:"
+		echo "Calls per second, one call per statement:"
 		echo
-		sweep_table "$readme_keys"
+		if phase_ok sweep; then
+			sweep_table "$readme_keys"
+		else
+			awk -v h="| $(keys_label "$readme_keys") |" '
+				index($0, h) == 1 { on = 1 }
+				on && !/^\|/ { exit }
+				on' "$tmp/report.md"
+		fi
 		echo
 		echo "![throughput]($rel/throughput.png)"
 		echo
 		echo "\`test/bench/run.sh\` runs any subset (\`RL_BENCH_CLIENTS\`, \`RL_BENCH_KEYS\`,"
 		echo "\`RL_BENCH_CASES\`, \`RL_BENCH_SECONDS\`, \`RL_BENCH_ROUNDS\`: see its header);"
-		echo "\`test/bench/redis.sh\` the Redis comparison alone."
+		echo "\`test/bench/redis.sh\` the Redis comparison alone; \`test/bench/cost.sh\` the"
+		echo "cost of one decision alone, or \`RL_BENCH_PHASES=cost bash test/bench/all.sh\`"
+		echo "to update its section of the report and its rows here."
 	} >"$tmp/section.md"
 	awk -v section="$tmp/section.md" '
 		/^## Benchmark$/ {

@@ -1,11 +1,76 @@
-# test/bench/lib.sh: helpers shared by run.sh and all.sh (sourced).
+# test/bench/lib.sh: helpers shared by run.sh, redis.sh, cost.sh and all.sh
+# (sourced).
 # shellcheck shell=bash
+
+# shellcheck source-path=SCRIPTDIR source=../common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
+
+# A whole number with thousands separators: 1000000 is "1,000,000".
+thousands() {
+	sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\(,\|$\)/\1,\2\3/' -e 'ta' <<<"$1"
+}
 
 # A label for a key count: "hot key" for 1, else "10,000 keys".
 keys_label() {
 	if [ "$1" = 1 ]; then
 		echo "hot key"
 	else
-		echo "$(sed -e ':a' -e 's/\([0-9]\)\([0-9]\{3\}\)\(,\|$\)/\1,\2\3/' -e 'ta' <<<"$1") keys"
+		echo "$(thousands "$1") keys"
 	fi
+}
+
+# The installation a benchmark runs against, never the system's own: all.sh
+# makes one private copy for all its phases and passes its root in
+# RL_BENCH_PG; a script run on its own makes its own copy here, as the test
+# command does (test/common.sh): this tree's extension (warnings as errors)
+# and the floor module (test/bench/floor) built and installed into a copy of
+# PG_CONFIG's installation.  The arguments are Debian packages the caller
+# needs besides the test command's.  Needs root.  Sets bindir and libdir
+# (the copy's), and bench_work when the copy was made here: bench_uninstall
+# removes it.
+# shellcheck disable=SC2034,SC2120  # bindir and libdir are for the callers
+bench_install() {
+	local root_dir
+	rl_require_root
+	if [ -n "${RL_BENCH_PG:-}" ]; then
+		root_dir=$RL_BENCH_PG
+		bench_work=
+		: "${PG_CONFIG:?RL_BENCH_PG needs the PG_CONFIG its copy was made from}"
+	else
+		rl_install_packages "$@"
+		rl_build_install ""
+		echo "== building the floor module"
+		runuser -u postgres -- make -s -C "$RL_TREE/test/bench/floor" \
+			PG_CONFIG="$PG_CONFIG" COPT=-Werror
+		make -s -C "$RL_TREE/test/bench/floor" PG_CONFIG="$PG_CONFIG" \
+			install DESTDIR="$RL_PG" >/dev/null
+		root_dir=$RL_PG
+		bench_work=$RL_WORK
+	fi
+	bindir=$root_dir$("$PG_CONFIG" --bindir)
+	libdir=$root_dir$("$PG_CONFIG" --pkglibdir)
+	RL_BENCH_PG=$root_dir
+	if [ ! -f "$libdir/ratelimit.so" ] || [ ! -f "$libdir/rl_floor.so" ]; then
+		echo "no ratelimit.so or rl_floor.so in $libdir" >&2
+		exit 1
+	fi
+}
+
+# Remove the copy bench_install made (nothing when it was given one).
+bench_uninstall() {
+	if [ -n "${bench_work:-}" ]; then
+		rm -rf "$bench_work"
+		bench_work=
+	fi
+}
+
+# The 50th and 99th percentiles of the numbers on stdin, one a line, as
+# "p50 p99" (nearest rank).
+percentiles() {
+	sort -n | awk '{ v[NR] = $1 }
+		END {
+			if (NR == 0)
+				exit 1
+			print v[int((NR - 1) * 0.50) + 1], v[int((NR - 1) * 0.99) + 1]
+		}'
 }

@@ -24,8 +24,9 @@
 # else (PostgreSQL, pgbench, redis-benchmark) to the others, as if Redis had
 # a machine of its own: both sides of the comparison run that way.
 #
-# Run as root (servers run as user postgres) or as a user who can run
-# initdb.  ratelimit must be installed (`make install`).
+# Run as root (servers run as user postgres).  It runs against a private
+# copy of PG_CONFIG's installation with this tree's extension built into it
+# (lib.sh's bench_install), or against all.sh's copy.
 #
 # Settings (environment):
 #   RL_BENCH_CLIENTS   concurrency of both clients            (8)
@@ -36,18 +37,19 @@
 #   RL_BENCH_PIN       1: redis-server on CPU 0, everything else on the
 #                      other CPUs, as if Redis had its own machine (1 when
 #                      there are 2 CPUs or more; 0: no pinning)
-#   PG_CONFIG          pg_config of the server                (pg_config)
+#   PG_CONFIG          pg_config of the installation to copy
+#                                           (Debian's PostgreSQL 15)
 
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-PG_CONFIG=${PG_CONFIG:-pg_config}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
 clients=${RL_BENCH_CLIENTS:-8}
 nkeys=${RL_BENCH_KEYS:-10000}
 seconds=${RL_BENCH_SECONDS:-10}
 report=${RL_BENCH_REPORT:-$here/redis.md}
 down_clients=${RL_BENCH_DOWN_CLIENTS:-2}
-bindir=$("$PG_CONFIG" --bindir)
 ncpu=$(nproc)
 pin=${RL_BENCH_PIN:-$([ "$ncpu" -ge 2 ] && echo 1 || echo 0)}
 # command prefixes pinning to Redis's CPU, or to the others
@@ -58,27 +60,28 @@ if [ "$pin" = 1 ]; then
 	on_clients=(taskset -c "1-$((ncpu - 1))")
 fi
 
-as_pg() {
-	if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
-}
-
-free_port() {
-	perl -MIO::Socket::INET -e \
-		'print IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1", LocalPort => 0)->sockport'
-}
+as_pg() { runuser -u postgres -- "$@"; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_redis_bench.XXXXXX")
-[ "$(id -u)" = 0 ] && chown postgres: "$tmp"
 data=$tmp/data
-rport=$(free_port)
-pport=$(free_port)
+rport=$(rl_free_port)
+pport=$(rl_free_port)
+bindir=
 
 cleanup() {
-	as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	[ -f "$tmp/redis.pid" ] && kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null || true
+	if [ -n "$bindir" ]; then
+		as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
+	fi
+	if [ -f "$tmp/redis.pid" ]; then
+		kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null || true
+	fi
 	rm -rf "$tmp"
+	bench_uninstall
 }
 trap cleanup EXIT
+
+bench_install
+chown postgres: "$tmp"
 
 start_redis() {
 	as_pg "${on_redis[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' \
@@ -132,10 +135,8 @@ latency_run() {
 	shift
 	(cd "$tmp" && pgb "$down_clients" -f "$tmp/allow.sql" -l \
 		--log-prefix="$tmp/$name" "$@" >"$tmp/$name.out" 2>&1)
-	cat "$tmp/$name".[0-9]* | awk '{print $3}' | sort -n >"$tmp/$name.lat"
-	awk -v tps="$(awk '/^tps = /{print int($3)}' "$tmp/$name.out" | tail -1)" \
-		'{v[NR] = $1} END {print tps, v[int(NR * 0.50) + 1], v[int(NR * 0.99) + 1]}' \
-		"$tmp/$name.lat"
+	echo "$(awk '/^tps = /{print int($3)}' "$tmp/$name.out" | tail -1)" \
+		"$(cat "$tmp/$name".[0-9]* | awk '{print $3}' | percentiles)"
 }
 
 echo "== 1. rl_allow through Redis, back to back ($clients sessions, $nkeys keys, ${seconds}s)"

@@ -24,9 +24,11 @@
 # the runs measure keys that exist, not their creation.  Redis state is not
 # warmed: it expires about a second after a key's last call.
 #
-# Run as root (the server runs as user postgres) or as a non-root user who
-# can run initdb.  ratelimit must be installed already (`make install` at
-# the repository root); the floor module is built and installed here.
+# Run as root (the server runs as user postgres).  It runs against a
+# private copy of PG_CONFIG's installation with this tree's extension and
+# the floor module built into it (lib.sh's bench_install, as the test
+# command does), or against all.sh's copy; the system's files are never
+# changed.
 #
 # Settings (environment):
 #   RL_BENCH_CLIENTS   client counts to run, e.g. "1 2 4 8 16"   (4)
@@ -49,7 +51,8 @@
 #                                  ($TMPDIR or /tmp, ratelimit-bench.md)
 #   RL_BENCH_DATA      a directory to receive the raw figures: results,
 #                      medians, ratios (for all.sh)              (none)
-#   PG_CONFIG          pg_config of the server to use               (pg_config)
+#   PG_CONFIG          pg_config of the installation to copy
+#                                           (Debian's PostgreSQL 15)
 
 set -euo pipefail
 
@@ -58,7 +61,6 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
 
-PG_CONFIG=${PG_CONFIG:-pg_config}
 clients=${RL_BENCH_CLIENTS:-4}
 keycounts=${RL_BENCH_KEYS:-10000 1}
 seconds=${RL_BENCH_SECONDS:-10}
@@ -69,25 +71,14 @@ report=${RL_BENCH_REPORT:-${TMPDIR:-/tmp}/ratelimit-bench.md}
 warm=${RL_BENCH_WARM:-1}
 datadir=${RL_BENCH_DATA:-}
 
-bindir=$("$PG_CONFIG" --bindir)
-libdir=$("$PG_CONFIG" --pkglibdir)
-
 die() { echo "run.sh: $*" >&2; exit 1; }
 
 # Run a command as the server's owner.
-as_pg() {
-	if [ "$(id -u)" = 0 ]; then
-		runuser -u postgres -- "$@"
-	else
-		"$@"
-	fi
-}
+as_pg() { runuser -u postgres -- "$@"; }
 
 for c in $cases; do
 	[ -f "$here/$c.sql" ] || die "unknown case \"$c\" (no $here/$c.sql)"
 done
-[ -f "$libdir/ratelimit.so" ] ||
-	die "ratelimit is not installed in $libdir: run 'make install' at $root first"
 
 largest=1
 for n in $keycounts; do
@@ -117,9 +108,6 @@ for c in $clients; do
 	if [ "$c" -gt "$max_clients" ]; then max_clients=$c; fi
 done
 
-echo "== building the floor module"
-make -s -C "$here/floor" PG_CONFIG="$PG_CONFIG" install >/dev/null
-
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_bench.XXXXXX")
 data=$tmp/data
@@ -134,17 +122,16 @@ cleanup() {
 	if [ -s "$tmp/redis.pid" ]; then
 		kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null || true
 	fi
-	make -s -C "$here/floor" clean >/dev/null 2>&1 || true
 	rm -rf "$tmp"
+	bench_uninstall
 	exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if [ "$(id -u)" = 0 ]; then
-	chown postgres: "$tmp"
-fi
+bench_install
+chown postgres: "$tmp"
 cp "$here"/*.sql "$tmp"/
 chmod a+r "$tmp"/*.sql
 

@@ -1,7 +1,8 @@
 -- test/bench/setup.sql: the three contenders of the benchmark, created in a
--- throwaway database by run.sh (after CREATE EXTENSION ratelimit).
+-- throwaway database by run.sh and cost.sh (after CREATE EXTENSION ratelimit).
 
--- The floor: a no-op C function with rl_allow's signature (test/bench/floor).
+-- The floor: a no-op C function with rl_allow's signature (test/bench/floor),
+-- in both of rl_allow's forms: the algorithm form and the policy form.
 CREATE FUNCTION rl_floor(key text, algo text, "limit" bigint,
                          per interval DEFAULT '1 second',
                          cost bigint DEFAULT 1, burst bigint DEFAULT NULL,
@@ -9,6 +10,16 @@ CREATE FUNCTION rl_floor(key text, algo text, "limit" bigint,
 RETURNS boolean
 AS '$libdir/rl_floor', 'rl_floor'
 LANGUAGE C VOLATILE;
+CREATE FUNCTION rl_floor(key text, policy text, at timestamptz DEFAULT NULL,
+                         cost bigint DEFAULT NULL)
+RETURNS boolean
+AS '$libdir/rl_floor', 'rl_floor'
+LANGUAGE C VOLATILE;
+
+-- The floor of a quota trigger (rl_enforce): a no-op C row trigger.
+CREATE FUNCTION rl_floor_trigger() RETURNS trigger
+AS '$libdir/rl_floor', 'rl_floor_trigger'
+LANGUAGE C;
 
 -- The peer: the token bucket a user would write by hand, on an UNLOGGED
 -- table.  One statement per call: the upsert takes the row lock, refills at
