@@ -1167,17 +1167,18 @@ clamp64(int128 v)
 static bool
 reply_decision(const redisReply *r, RlDecision *d)
 {
-	int128		v[7];
+	int128		v[8];
 	int			i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 8 ||
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 9 ||
 		r->element[0]->type != REDIS_REPLY_INTEGER)
 		return false;
-	for (i = 0; i < 7; i++)
+	for (i = 0; i < 8; i++)
 		if (!reply_int128(r->element[i + 1], &v[i]))
 			return false;
 	if (v[3] <= 0 || v[5] <= 0 || v[2] < 0 || v[4] < 0 ||
-		v[6] < PG_INT64_MIN || v[6] > PG_INT64_MAX)
+		v[6] < PG_INT64_MIN || v[6] > PG_INT64_MAX ||
+		v[7] < 0 || v[7] > PG_UINT64_MAX)
 		return false;
 	d->allowed = r->element[0]->integer != 0;
 	d->remaining = clamp64(v[0]);
@@ -1185,6 +1186,7 @@ reply_decision(const redisReply *r, RlDecision *d)
 	d->retry_after = rl_seconds(v[2], v[3]);
 	d->delay = rl_seconds(v[4], v[5]);
 	d->time = (int64) v[6];
+	d->incarnation = (uint64) v[7];
 	return true;
 }
 
@@ -1352,29 +1354,42 @@ key_command(int slot, int argc, const char **argv, size_t *argvlen,
 	return NULL;
 }
 
+/*
+ * What a refund script gives back: the consumption of a call decided at
+ * "time" from the state of incarnation "incarnation".
+ */
+typedef struct RlRefunded
+{
+	int64		time;
+	uint64		incarnation;
+} RlRefunded;
+
 /* A script's ARGV for one call (see redis_scripts.c) */
 typedef struct RlScriptArgs
 {
-	char		num[5][24];		/* at, limit, per, cost, burst */
-	const char *argv[6];		/* those, then the TTL slack */
-	size_t		len[6];
+	char		num[6][24];		/* at, limit, per, cost, burst, and for a
+								 * refund the incarnation */
+	const char *argv[7];		/* at ... burst, the TTL slack, and for a
+								 * refund the incarnation */
+	size_t		len[7];
+	int			argc;			/* 6, 7 for a refund */
 } RlScriptArgs;
 
 /*
- * Fill a call's script arguments.  "at" is *t when t is given (a refund:
- * the refunded call's time), else the request's own time: its explicit
- * "at", the PostgreSQL clock with ratelimit.redis_clock = client, or ''
- * for Redis's TIME.
+ * Fill a call's script arguments.  For a refund (of not NULL), "at" is the
+ * refunded call's time and the incarnation follows; otherwise "at" is the
+ * request's own time: its explicit "at", the PostgreSQL clock with
+ * ratelimit.redis_clock = client, or '' for Redis's TIME.
  */
 static void
-script_args(const RlRequest *req, const int64 *t, RlScriptArgs *a)
+script_args(const RlRequest *req, const RlRefunded *of, RlScriptArgs *a)
 {
 	int64		values[4] = {req->params.limit, req->params.per,
 	req->params.cost, req->params.burst};
 	int			i;
 
-	if (t != NULL)
-		snprintf(a->num[0], 24, INT64_FORMAT, *t);
+	if (of != NULL)
+		snprintf(a->num[0], 24, INT64_FORMAT, of->time);
 	else if (req->at != RL_NO_TIME)
 		snprintf(a->num[0], 24, INT64_FORMAT, req->at);
 	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
@@ -1387,7 +1402,13 @@ script_args(const RlRequest *req, const int64 *t, RlScriptArgs *a)
 		a->argv[i] = a->num[i];
 	a->argv[5] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
 		RL_REDIS_SLACK_CLOCK;
-	for (i = 0; i < 6; i++)
+	a->argc = 6;
+	if (of != NULL)
+	{
+		snprintf(a->num[5], 24, UINT64_FORMAT, of->incarnation);
+		a->argv[a->argc++] = a->num[5];
+	}
+	for (i = 0; i < a->argc; i++)
 		a->len[i] = strlen(a->argv[i]);
 }
 
@@ -1402,26 +1423,26 @@ redis_ready(void)
 }
 
 /*
- * Run the request's decision or refund script (script_args says which
- * "at").  Returns the reply (in held[], the caller calls held_free) and the
- * node that sent it, or NULL with call_error set.
+ * Run the request's decision script, or with "of" its refund script.
+ * Returns the reply (in held[], the caller calls held_free) and the node
+ * that sent it, or NULL with call_error set.
  */
 static redisReply *
-script_run(const RlRequest *req, RlScript kind, const int64 *t,
-		   RlRedisNode **node)
+script_run(const RlRequest *req, const RlRefunded *of, RlRedisNode **node)
 {
+	RlScript	kind = of != NULL ? RL_SCRIPT_REFUND : RL_SCRIPT_DECIDE;
 	StringInfoData hkey;
 	StringInfoData lkey;
 	RlScriptArgs args;
-	const char *argv[11];
-	size_t		argvlen[11];
+	const char *argv[12];
+	size_t		argvlen[12];
 	int			argc = 0;
 	int			i;
 	redisReply *r;
 
 	redis_ready();
 	key_names(&hkey, &lkey, req->dbid, req->algo, req->key, req->keylen);
-	script_args(req, t, &args);
+	script_args(req, of, &args);
 
 	argv[argc] = "EVALSHA";
 	argvlen[argc++] = 7;
@@ -1436,7 +1457,7 @@ script_run(const RlRequest *req, RlScript kind, const int64 *t,
 		argv[argc] = lkey.data;
 		argvlen[argc++] = lkey.len;
 	}
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < args.argc; i++)
 	{
 		argv[argc] = args.argv[i];
 		argvlen[argc++] = args.len[i];
@@ -1459,7 +1480,7 @@ redis_call(const RlRequest *req, RlDecision *d)
 	RlRedisNode *node;
 	bool		ok;
 
-	r = script_run(req, RL_SCRIPT_DECIDE, NULL, &node);
+	r = script_run(req, NULL, &node);
 	if (r == NULL)
 		return false;
 	ok = reply_decision(r, d);
@@ -1878,7 +1899,7 @@ redis_call_all(const RlRequest *reqs, int n, RlDecision *ds)
 		argv[argc] = req->shadow ? "1" : "0";
 		argvlen[argc++] = 1;
 		script_args(req, NULL, &args[i]);
-		for (j = 0; j < 6; j++)
+		for (j = 0; j < args[i].argc; j++)
 		{
 			argv[argc] = args[i].argv[j];
 			argvlen[argc++] = args[i].len[j];
@@ -1941,22 +1962,25 @@ rl_redis_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 
 /*
  * Give back what a decision Redis made at time t consumed (cost units of
- * the request), if they still count there.  Called from the end of an
- * aborted (sub)transaction, with interrupts held: it never raises an
- * error.  While the breaker is open nothing is sent; when Redis cannot take
- * the refund in time, the units stay consumed (a warning says why, at the
- * bounded rate of failed calls, and the breaker opens).
+ * the request), if they still count there and the key's state is still
+ * the incarnation the decision consumed from (not reset, expired or
+ * evicted since).  Called from the end of an aborted (sub)transaction, with
+ * interrupts held: it never raises an error.  While the breaker is open
+ * nothing is sent; when Redis cannot take the refund in time, the units
+ * stay consumed (a warning says why, at the bounded rate of failed calls,
+ * and the breaker opens).
  */
 void
-rl_redis_refund(const RlRequest *req, int64 t)
+rl_redis_refund(const RlRequest *req, int64 t, uint64 incarnation)
 {
+	RlRefunded	of = {t, incarnation};
 	redisReply *r;
 	RlRedisNode *node;
 
 	if (rl_redis_shared != NULL &&
 		pg_atomic_read_u64(&rl_redis_shared->open_until) != 0)
 		return;
-	r = script_run(req, RL_SCRIPT_REFUND, &t, &node);
+	r = script_run(req, &of, &node);
 	if (r != NULL && r->type != REDIS_REPLY_INTEGER)
 	{
 		reply_failed(node, "the refund script", r);

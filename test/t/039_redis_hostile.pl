@@ -124,13 +124,14 @@ sub trickle
 }
 
 # A decision script's reply: allowed, remaining, then as the scripts send
-# them reset_at, retry_after and delay as fractions, the call's time.
+# them reset_at, retry_after and delay as fractions, the call's time, the
+# state's incarnation.
 sub decision
 {
 	my ($allowed, $remaining) = @_;
 	my @f = ($remaining, 1_800_000_000_000_000, 0, 1, 0, 1,
-		1_800_000_000_000_000);
-	return "*8\r\n:$allowed\r\n"
+		1_800_000_000_000_000, 1_700_000_000_000_000);
+	return "*9\r\n:$allowed\r\n"
 	  . join('', map { '$' . length($_) . "\r\n$_\r\n" } @f);
 }
 
@@ -260,7 +261,7 @@ my @cases = (
 		{ evalsha => flood("\$2147483647\r\n", $line) },
 		qr/out of bounds: a bulk string of more than 1048576 bytes/ ],
 	[ 'the same inside the decision array',
-		{ evalsha => flood("*8\r\n:1\r\n\$2147483647\r\n", $line) },
+		{ evalsha => flood("*9\r\n:1\r\n\$2147483647\r\n", $line) },
 		qr/out of bounds: a bulk string of more than 1048576 bytes/ ],
 	[ 'a bulk string length line that never ends',
 		{ evalsha => flood('$', '9' x 65536) },
@@ -284,8 +285,8 @@ my @cases = (
 		{ evalsha => trickle(decision(1, 4), 0.05) },
 		qr/did not answer in time/ ],
 	[ 'a decision with a string of 1 MB (within the bounds)',
-		{ evalsha => reply("*8\r\n:1\r\n\$1048576\r\n" . ('7' x 1048576) . "\r\n"
-			  . ("\$1\r\n1\r\n" x 6)) },
+		{ evalsha => reply("*9\r\n:1\r\n\$1048576\r\n" . ('7' x 1048576) . "\r\n"
+			  . ("\$1\r\n1\r\n" x 7)) },
 		qr/unexpected reply to the decision script/ ],
 	[ 'an array of 200,000 strings (within the bounds)',
 		{ evalsha => reply("*200000\r\n" . ("\$5\r\nhello\r\n" x 200_000)) },
