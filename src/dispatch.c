@@ -183,9 +183,9 @@ rl_give_back(const RlRequest *req, const RlDecision *d)
 		rl_store_refund(&pre, d->precheck_time, cost);
 	}
 	if (d->remote)
-		rl_redis_refund(req, d->time);
+		rl_redis_refund(req, d->time, d->incarnation);
 	if (d->leased)
-		rl_batch_refund(req, d->time);
+		rl_batch_refund(req, d->incarnation);
 }
 
 /* A shadow request is allowed whatever it decided. */

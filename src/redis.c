@@ -23,6 +23,18 @@
  * operating system's resolver before connecting, which cannot be
  * interrupted: give addresses, or names resolved locally.
  *
+ * Nothing Redis sends is trusted to be small.  hiredis 0.14's reader has
+ * no limits of its own: it allocates what a reply's headers announce (an
+ * array of 2^31 elements is a 16 GB calloc) and buffers a bulk string
+ * until all of it has arrived.  Every context reads through reply-object
+ * functions of ours that count what a reply holds before hiredis allocates
+ * it, and after each read the item hiredis waits for is checked from its
+ * header (a bulk string's length is refused before its data arrives): a
+ * reply beyond the bounds below is a failed call, its connection closed.
+ * Reads are hiredis's, 16 kB at a time, each after a wait with the
+ * deadline and CHECK_FOR_INTERRUPTS, so parsing work between two checks is
+ * bounded too.
+ *
  * Shared state (RlRedisShared) is a few atomics and a message:
  *	- the breaker's open_until and the counters are pg_atomic_uint64, read
  *	  and written without locks;
@@ -65,6 +77,28 @@
 #define RL_REDIS_WARN_INTERVAL	(10 * USECS_PER_SEC)
 #define RL_WAIT_SOCKET			2	/* position of the socket in a node's
 									 * wait event set */
+
+/*
+ * Bounds on one reply (docs/redis.md, "Failures").  The largest replies
+ * ratelimit asks for are CLUSTER SLOTS (at most 16384 slot ranges of a few
+ * nodes each: about 400,000 elements if every slot were its own range,
+ * arrays nested 4 deep) and SCAN with COUNT 1000 (about a thousand keys of
+ * at most 4.2 kB); a decision's reply is a few short strings per call.
+ */
+#define RL_REDIS_MAX_ELEMENTS	1000000 /* array elements, all levels */
+#define RL_REDIS_MAX_DEPTH		6		/* levels of arrays, the reply's own
+										 * included */
+#define RL_REDIS_MAX_BULK		(1024 * 1024)	/* bytes of one bulk string */
+#define RL_REDIS_MAX_STRINGS	(32 * 1024 * 1024)	/* bytes of all the
+													 * strings of a reply */
+#define RL_REDIS_MAX_LINE		(64 * 1024) /* bytes of a status, error or
+											 * integer line, or a header */
+#define RL_REDIS_MAX_HEADER		24		/* characters of a bulk string's
+										 * length: a sign and 20 digits fit */
+
+#if HIREDIS_MAJOR != 0 || HIREDIS_MINOR < 14
+#error "the reply bounds of src/redis.c are written for the reader of hiredis 0.14"
+#endif
 
 /* TTL slack after the state is back to a new key's (see docs/redis.md) */
 #define RL_REDIS_SLACK_CLOCK	"1000"	/* ms: calls on a real clock */
@@ -117,6 +151,18 @@ static bool config_stale = true;
 /* Replies received by the exchange under way; freed if it is cut short. */
 static redisReply *held[2];
 static int	nheld = 0;
+
+/*
+ * What the reply being read holds so far (one reply is read at a time in a
+ * backend), counted by the reply-object functions before hiredis allocates
+ * anything for it, and why it was refused.
+ */
+static int64 reply_elements = 0;
+static int64 reply_bytes = 0;
+static char reply_refused[160];
+
+/* hiredis's own reply-object functions, which ours wrap. */
+static redisReplyObjectFunctions *hiredis_functions = NULL;
 
 /* The scripts: each algorithm's decision, and its refund */
 typedef enum RlScript
@@ -554,6 +600,172 @@ wait_socket(RlRedisNode *node, uint32 event, TimestampTz deadline)
 	}
 }
 
+/* ---- reading replies within bounds ---- */
+
+static void reply_refuse(const char *fmt,...) pg_attribute_printf(1, 2);
+
+/*
+ * Refuse the reply being read, saying why.  The reply-object function that
+ * refuses then returns NULL, which hiredis takes for a failed allocation:
+ * the reader stops with an error, and node_exchange reports this reason.
+ */
+static void
+reply_refuse(const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reply_refused, sizeof(reply_refused), fmt, ap);
+	va_end(ap);
+}
+
+/* A reply's first object, its root, starts the counts afresh. */
+static void
+reply_count_start(const redisReadTask *task)
+{
+	if (task->parent == NULL)
+	{
+		reply_elements = 0;
+		reply_bytes = 0;
+	}
+}
+
+/*
+ * createArray: called as soon as an array's header is parsed, before
+ * hiredis allocates its elements.  Refuses arrays nested too deep and more
+ * elements in one reply than RL_REDIS_MAX_ELEMENTS.
+ */
+static void *
+bounded_array(const redisReadTask *task, int elements)
+{
+	const redisReadTask *p;
+	int			depth = 1;
+
+	reply_count_start(task);
+	for (p = task->parent; p != NULL; p = p->parent)
+		depth++;
+	if (depth > RL_REDIS_MAX_DEPTH)
+	{
+		reply_refuse("arrays nested more than %d deep", RL_REDIS_MAX_DEPTH);
+		return NULL;
+	}
+	if (elements < 0 || elements > RL_REDIS_MAX_ELEMENTS - reply_elements)
+	{
+		reply_refuse("an array of %d elements (at most %d elements in one reply)",
+					 elements, RL_REDIS_MAX_ELEMENTS);
+		return NULL;
+	}
+	reply_elements += elements;
+	return hiredis_functions->createArray(task, elements);
+}
+
+/*
+ * createString (bulk strings, status and error lines): refuses more than
+ * RL_REDIS_MAX_STRINGS bytes of strings in one reply.  Each one's own
+ * length was bounded before it was buffered (reader_within_bounds).
+ */
+static void *
+bounded_string(const redisReadTask *task, char *str, size_t len)
+{
+	reply_count_start(task);
+	if (len > (size_t) (RL_REDIS_MAX_STRINGS - reply_bytes))
+	{
+		reply_refuse("more than %d bytes of strings in one reply",
+					 RL_REDIS_MAX_STRINGS);
+		return NULL;
+	}
+	reply_bytes += len;
+	return hiredis_functions->createString(task, str, len);
+}
+
+/* createInteger: nothing to bound (its place was counted by its array). */
+static void *
+bounded_integer(const redisReadTask *task, long long value)
+{
+	reply_count_start(task);
+	return hiredis_functions->createInteger(task, value);
+}
+
+/* createNil: likewise. */
+static void *
+bounded_nil(const redisReadTask *task)
+{
+	reply_count_start(task);
+	return hiredis_functions->createNil(task);
+}
+
+/* The reply-object functions of every context (hiredis's, bounded). */
+static redisReplyObjectFunctions bounded_functions = {
+	bounded_string,
+	bounded_array,
+	bounded_integer,
+	bounded_nil,
+	freeReplyObject				/* hiredis's own freeObject */
+};
+
+/*
+ * Make a new context read through bounded_functions, wrapping the
+ * reader's default ones (hiredis's, the same for every context).
+ */
+static void
+reader_bound(redisContext *c)
+{
+	if (hiredis_functions == NULL)
+		hiredis_functions = c->reader->fn;
+	c->reader->fn = &bounded_functions;
+}
+
+/*
+ * Is the item the reader waits for within bounds?  Called after each read,
+ * once hiredis has parsed all it could: what is left in its buffer is the
+ * beginning of one item, whose type character it has consumed.  A bulk
+ * string ("$<length>\r\n<data>\r\n") is refused as soon as its length
+ * shows it too long, before its data is buffered (hiredis would wait for
+ * all of it); any other item (a status, error or integer line, an array's
+ * header) once more of it is buffered than such a line may be long.
+ */
+static bool
+reader_within_bounds(const redisReader *r)
+{
+	const char *p;
+	size_t		unread;
+	size_t		i;
+	int64		len = 0;
+
+	if (r->ridx < 0 || r->buf == NULL || r->len <= r->pos)
+		return true;
+	p = r->buf + r->pos;
+	unread = r->len - r->pos;
+	if (r->rstack[r->ridx].type != REDIS_REPLY_STRING)
+	{
+		if (unread <= RL_REDIS_MAX_LINE)
+			return true;
+		reply_refuse("a line of more than %d bytes", RL_REDIS_MAX_LINE);
+		return false;
+	}
+	for (i = 0; i < unread && p[i] != '\r'; i++)
+	{
+		/* stop adding digits once too long: no overflow */
+		if (p[i] >= '0' && p[i] <= '9' && len <= RL_REDIS_MAX_BULK)
+			len = len * 10 + (p[i] - '0');
+		if (i >= RL_REDIS_MAX_HEADER)
+			break;
+	}
+	if (len > RL_REDIS_MAX_BULK)
+	{
+		reply_refuse("a bulk string of more than %d bytes",
+					 RL_REDIS_MAX_BULK);
+		return false;
+	}
+	if (i >= RL_REDIS_MAX_HEADER)
+	{
+		reply_refuse("a bulk string length of more than %d characters",
+					 RL_REDIS_MAX_HEADER);
+		return false;
+	}
+	return true;
+}
+
 /* Free the replies of the exchange under way (or of one cut short). */
 static void
 held_free(void)
@@ -564,9 +776,10 @@ held_free(void)
 
 /*
  * Send the commands already appended to the node's context and read n
- * replies into held[], before the deadline.  On failure the connection is
- * closed and false returned; *io tells an I/O error (as opposed to a
- * timeout), after which a reused connection may be retried once.
+ * replies into held[], before the deadline.  Every reply is read within the
+ * bounds above.  On failure the connection is closed and false returned;
+ * *io tells an I/O error (as opposed to a timeout or a reply refused),
+ * after which a reused connection may be retried once.
  */
 static bool
 node_exchange(RlRedisNode *node, int n, TimestampTz deadline, bool *io)
@@ -576,6 +789,7 @@ node_exchange(RlRedisNode *node, int n, TimestampTz deadline, bool *io)
 
 	Assert(n <= lengthof(held));
 	*io = false;
+	reply_refused[0] = '\0';
 	node->busy = true;
 	for (;;)
 	{
@@ -591,12 +805,14 @@ node_exchange(RlRedisNode *node, int n, TimestampTz deadline, bool *io)
 		void	   *reply = NULL;
 
 		if (redisGetReply(c, &reply) == REDIS_ERR)
-			goto io_error;
+			goto read_error;
 		if (reply != NULL)
 		{
 			held[nheld++] = reply;
 			continue;
 		}
+		if (!reader_within_bounds(c->reader))
+			goto read_error;
 		if (!wait_socket(node, WL_SOCKET_READABLE, deadline))
 			goto timeout;
 		if (redisBufferRead(c) == REDIS_ERR)
@@ -604,6 +820,19 @@ node_exchange(RlRedisNode *node, int n, TimestampTz deadline, bool *io)
 	}
 	node->busy = false;
 	return true;
+
+read_error:
+	if (reply_refused[0] != '\0')
+		call_failed("Redis at %s:%d sent a reply out of bounds: %s",
+					node->host, node->port, reply_refused);
+	else if (c->err != REDIS_ERR_IO && c->err != REDIS_ERR_EOF)
+		call_failed("Redis at %s:%d sent a reply that cannot be read: %s",
+					node->host, node->port, c->errstr);
+	else
+		goto io_error;
+	node_close(node);
+	held_free();
+	return false;
 
 io_error:
 	call_failed("lost the connection to Redis at %s:%d: %s",
@@ -690,6 +919,7 @@ node_connect(RlRedisNode *node, TimestampTz deadline, bool *fresh)
 		redisFree(c);
 		return false;
 	}
+	reader_bound(c);
 	node->ctx = c;
 	node->busy = true;
 	if (!wait_socket(node, WL_SOCKET_WRITEABLE, deadline))
@@ -791,13 +1021,16 @@ slots_load(RlRedisNode *asked, redisReply *r)
 			strlcpy(host, asked->host, sizeof(host));
 		else
 			strlcpy(host, master->element[0]->str, sizeof(host));
+		if (master->element[1]->integer < 1 ||
+			master->element[1]->integer > 65535)
+			return false;
 		idx = node_lookup(host, (int) master->element[1]->integer);
 		if (idx < 0)
 			return false;
-		for (s = range->element[0]->integer;
+		/* from the first slot that exists: a range may claim any numbers */
+		for (s = Max(range->element[0]->integer, 0);
 			 s <= range->element[1]->integer && s < RL_REDIS_SLOTS; s++)
-			if (s >= 0)
-				slots[s] = (int16) idx;
+			slots[s] = (int16) idx;
 	}
 	return true;
 }
@@ -871,18 +1104,24 @@ redirect_target(const char *msg, int *slot)
 	const char *addr;
 	const char *colon;
 	char		host[256];
+	long		s;
+	long		port;
 
 	if (p == NULL)
 		return -1;
-	*slot = atoi(p + 1);
+	s = strtol(p + 1, NULL, 10);
 	addr = strchr(p + 1, ' ');
 	if (addr == NULL || (colon = strrchr(addr, ':')) == NULL ||
 		colon - addr - 1 <= 0 || colon - addr - 1 >= (int) sizeof(host) ||
-		*slot < 0 || *slot >= RL_REDIS_SLOTS)
+		s < 0 || s >= RL_REDIS_SLOTS)
 		return -1;
+	port = strtol(colon + 1, NULL, 10);
+	if (port < 1 || port > 65535)
+		return -1;
+	*slot = (int) s;
 	memcpy(host, addr + 1, colon - addr - 1);
 	host[colon - addr - 1] = '\0';
-	return node_lookup(host, atoi(colon + 1));
+	return node_lookup(host, (int) port);
 }
 
 /* ---- the decision ---- */
@@ -928,17 +1167,18 @@ clamp64(int128 v)
 static bool
 reply_decision(const redisReply *r, RlDecision *d)
 {
-	int128		v[7];
+	int128		v[8];
 	int			i;
 
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 8 ||
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 9 ||
 		r->element[0]->type != REDIS_REPLY_INTEGER)
 		return false;
-	for (i = 0; i < 7; i++)
+	for (i = 0; i < 8; i++)
 		if (!reply_int128(r->element[i + 1], &v[i]))
 			return false;
 	if (v[3] <= 0 || v[5] <= 0 || v[2] < 0 || v[4] < 0 ||
-		v[6] < PG_INT64_MIN || v[6] > PG_INT64_MAX)
+		v[6] < PG_INT64_MIN || v[6] > PG_INT64_MAX ||
+		v[7] < 0 || v[7] > PG_UINT64_MAX)
 		return false;
 	d->allowed = r->element[0]->integer != 0;
 	d->remaining = clamp64(v[0]);
@@ -946,6 +1186,7 @@ reply_decision(const redisReply *r, RlDecision *d)
 	d->retry_after = rl_seconds(v[2], v[3]);
 	d->delay = rl_seconds(v[4], v[5]);
 	d->time = (int64) v[6];
+	d->incarnation = (uint64) v[7];
 	return true;
 }
 
@@ -1113,29 +1354,42 @@ key_command(int slot, int argc, const char **argv, size_t *argvlen,
 	return NULL;
 }
 
+/*
+ * What a refund script gives back: the consumption of a call decided at
+ * "time" from the state of incarnation "incarnation".
+ */
+typedef struct RlRefunded
+{
+	int64		time;
+	uint64		incarnation;
+} RlRefunded;
+
 /* A script's ARGV for one call (see redis_scripts.c) */
 typedef struct RlScriptArgs
 {
-	char		num[5][24];		/* at, limit, per, cost, burst */
-	const char *argv[6];		/* those, then the TTL slack */
-	size_t		len[6];
+	char		num[6][24];		/* at, limit, per, cost, burst, and for a
+								 * refund the incarnation */
+	const char *argv[7];		/* at ... burst, the TTL slack, and for a
+								 * refund the incarnation */
+	size_t		len[7];
+	int			argc;			/* 6, 7 for a refund */
 } RlScriptArgs;
 
 /*
- * Fill a call's script arguments.  "at" is *t when t is given (a refund:
- * the refunded call's time), else the request's own time: its explicit
- * "at", the PostgreSQL clock with ratelimit.redis_clock = client, or ''
- * for Redis's TIME.
+ * Fill a call's script arguments.  For a refund (of not NULL), "at" is the
+ * refunded call's time and the incarnation follows; otherwise "at" is the
+ * request's own time: its explicit "at", the PostgreSQL clock with
+ * ratelimit.redis_clock = client, or '' for Redis's TIME.
  */
 static void
-script_args(const RlRequest *req, const int64 *t, RlScriptArgs *a)
+script_args(const RlRequest *req, const RlRefunded *of, RlScriptArgs *a)
 {
 	int64		values[4] = {req->params.limit, req->params.per,
 	req->params.cost, req->params.burst};
 	int			i;
 
-	if (t != NULL)
-		snprintf(a->num[0], 24, INT64_FORMAT, *t);
+	if (of != NULL)
+		snprintf(a->num[0], 24, INT64_FORMAT, of->time);
 	else if (req->at != RL_NO_TIME)
 		snprintf(a->num[0], 24, INT64_FORMAT, req->at);
 	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
@@ -1148,7 +1402,13 @@ script_args(const RlRequest *req, const int64 *t, RlScriptArgs *a)
 		a->argv[i] = a->num[i];
 	a->argv[5] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
 		RL_REDIS_SLACK_CLOCK;
-	for (i = 0; i < 6; i++)
+	a->argc = 6;
+	if (of != NULL)
+	{
+		snprintf(a->num[5], 24, UINT64_FORMAT, of->incarnation);
+		a->argv[a->argc++] = a->num[5];
+	}
+	for (i = 0; i < a->argc; i++)
 		a->len[i] = strlen(a->argv[i]);
 }
 
@@ -1163,26 +1423,26 @@ redis_ready(void)
 }
 
 /*
- * Run the request's decision or refund script (script_args says which
- * "at").  Returns the reply (in held[], the caller calls held_free) and the
- * node that sent it, or NULL with call_error set.
+ * Run the request's decision script, or with "of" its refund script.
+ * Returns the reply (in held[], the caller calls held_free) and the node
+ * that sent it, or NULL with call_error set.
  */
 static redisReply *
-script_run(const RlRequest *req, RlScript kind, const int64 *t,
-		   RlRedisNode **node)
+script_run(const RlRequest *req, const RlRefunded *of, RlRedisNode **node)
 {
+	RlScript	kind = of != NULL ? RL_SCRIPT_REFUND : RL_SCRIPT_DECIDE;
 	StringInfoData hkey;
 	StringInfoData lkey;
 	RlScriptArgs args;
-	const char *argv[11];
-	size_t		argvlen[11];
+	const char *argv[12];
+	size_t		argvlen[12];
 	int			argc = 0;
 	int			i;
 	redisReply *r;
 
 	redis_ready();
 	key_names(&hkey, &lkey, req->dbid, req->algo, req->key, req->keylen);
-	script_args(req, t, &args);
+	script_args(req, of, &args);
 
 	argv[argc] = "EVALSHA";
 	argvlen[argc++] = 7;
@@ -1197,7 +1457,7 @@ script_run(const RlRequest *req, RlScript kind, const int64 *t,
 		argv[argc] = lkey.data;
 		argvlen[argc++] = lkey.len;
 	}
-	for (i = 0; i < 6; i++)
+	for (i = 0; i < args.argc; i++)
 	{
 		argv[argc] = args.argv[i];
 		argvlen[argc++] = args.len[i];
@@ -1220,7 +1480,7 @@ redis_call(const RlRequest *req, RlDecision *d)
 	RlRedisNode *node;
 	bool		ok;
 
-	r = script_run(req, RL_SCRIPT_DECIDE, NULL, &node);
+	r = script_run(req, NULL, &node);
 	if (r == NULL)
 		return false;
 	ok = reply_decision(r, d);
@@ -1639,7 +1899,7 @@ redis_call_all(const RlRequest *reqs, int n, RlDecision *ds)
 		argv[argc] = req->shadow ? "1" : "0";
 		argvlen[argc++] = 1;
 		script_args(req, NULL, &args[i]);
-		for (j = 0; j < 6; j++)
+		for (j = 0; j < args[i].argc; j++)
 		{
 			argv[argc] = args[i].argv[j];
 			argvlen[argc++] = args[i].len[j];
@@ -1702,22 +1962,25 @@ rl_redis_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 
 /*
  * Give back what a decision Redis made at time t consumed (cost units of
- * the request), if they still count there.  Called from the end of an
- * aborted (sub)transaction, with interrupts held: it never raises an
- * error.  While the breaker is open nothing is sent; when Redis cannot take
- * the refund in time, the units stay consumed (a warning says why, at the
- * bounded rate of failed calls, and the breaker opens).
+ * the request), if they still count there and the key's state is still
+ * the incarnation the decision consumed from (not reset, expired or
+ * evicted since).  Called from the end of an aborted (sub)transaction, with
+ * interrupts held: it never raises an error.  While the breaker is open
+ * nothing is sent; when Redis cannot take the refund in time, the units
+ * stay consumed (a warning says why, at the bounded rate of failed calls,
+ * and the breaker opens).
  */
 void
-rl_redis_refund(const RlRequest *req, int64 t)
+rl_redis_refund(const RlRequest *req, int64 t, uint64 incarnation)
 {
+	RlRefunded	of = {t, incarnation};
 	redisReply *r;
 	RlRedisNode *node;
 
 	if (rl_redis_shared != NULL &&
 		pg_atomic_read_u64(&rl_redis_shared->open_until) != 0)
 		return;
-	r = script_run(req, RL_SCRIPT_REFUND, &t, &node);
+	r = script_run(req, &of, &node);
 	if (r != NULL && r->type != REDIS_REPLY_INTEGER)
 	{
 		reply_failed(node, "the refund script", r);

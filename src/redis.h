@@ -64,7 +64,8 @@ extern bool rl_redis_parse_nodes(const char *spec, int *nnodes,
 								 char ***hosts, int **ports);
 extern void rl_redis_check_request(const RlRequest *req);
 extern RlStatus rl_redis_decide(const RlRequest *req, RlDecision *d);
-extern void rl_redis_refund(const RlRequest *req, int64 t);
+extern void rl_redis_refund(const RlRequest *req, int64 t,
+							uint64 incarnation);
 extern RlStatus rl_redis_decide_all(const RlRequest *reqs, int n,
 									RlDecision *ds);
 extern int64 rl_redis_reset(Oid dbid, const char *key, int keylen,
@@ -75,7 +76,7 @@ extern void rl_redis_count(RlRedisCounter c);
 
 /* redis_batch.c */
 extern RlStatus rl_batch_decide(const RlRequest *req, RlDecision *d);
-extern void rl_batch_refund(const RlRequest *req, int64 t);
+extern void rl_batch_refund(const RlRequest *req, uint64 incarnation);
 extern void rl_batch_forget(void);
 extern uint16 rl_redis_slot(const char *key, size_t len);
 

@@ -23,7 +23,10 @@
  * not in shared memory: no lock is taken on the fast path.  A new lease
  * replaces one whose parameters (limit, per, burst) differ.  The table is
  * dropped when it reaches RL_BATCH_MAX_LEASES entries or the connection
- * settings change; dropping only loses unspent units.
+ * settings change; dropping only loses unspent units.  Each lease is an
+ * incarnation of its own, numbered in this backend: a call admitted from a
+ * lease gives its units back to that lease only, never to one that
+ * replaced it.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,7 +53,7 @@ typedef struct RlLease
 	RlParams	params;			/* of the lease (cost aside) */
 	int64		credit;			/* units left to admit; -1: no lease fits,
 								 * decide exactly */
-	int64		taken;			/* Unix us: when the lease was taken */
+	uint64		incarnation;	/* the lease's number (0: none taken) */
 	int64		expires;		/* Unix us: credit void from then on */
 	int64		deny_until;		/* Unix us: calls costing deny_cost or more */
 	int64		deny_cost;		/* are denied until then */
@@ -60,6 +63,7 @@ typedef struct RlLease
 
 static HTAB *leases = NULL;
 static MemoryContext rl_batch_cxt = NULL;
+static uint64 leases_taken = 0; /* numbers the leases, never reset */
 
 /* Forget every lease (the settings changed, or the table is full). */
 void
@@ -140,6 +144,7 @@ local_decision(RlLease *l, bool allowed, int64 now, RlDecision *d)
 	d->reset_at = l->reset_at;
 	d->delay = 0.0;
 	d->time = now;
+	d->incarnation = l->incarnation;
 	d->leased = allowed;
 }
 
@@ -209,7 +214,7 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 		memcpy(l->key, req->key, req->keylen);
 		l->params = req->params;
 		l->credit = 0;
-		l->taken = 0;
+		l->incarnation = 0;
 		l->expires = 0;
 		l->deny_until = 0;
 	}
@@ -249,7 +254,7 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 		l->expires = now + (int64) ceil(ld.retry_after * 1000000.0);
 		return exact_decide(l, req, now, d);
 	}
-	l->taken = now;
+	l->incarnation = ++leases_taken;
 	l->expires = lease_expiry(req, now, &ld);
 	l->credit = lease_req.params.cost - req->params.cost;
 	l->remaining = ld.remaining;
@@ -258,18 +263,20 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 	d->remaining = ld.remaining + l->credit;
 	/* the call spent part of the lease: a refund goes back to it */
 	d->time = now;
+	d->incarnation = l->incarnation;
 	d->remote = false;
 	d->leased = true;
 	return RL_OK;
 }
 
 /*
- * Give back to this backend's lease what a call admitted from it at time t
- * spent, if that lease is still the key's and still usable; otherwise the
- * units went with the lease (what an unspent lease loses anyway).
+ * Give back to this backend's lease what a call admitted from the lease
+ * numbered "incarnation" spent, if that lease is still the key's and still
+ * usable; otherwise the units went with the lease (what an unspent lease
+ * loses anyway).
  */
 void
-rl_batch_refund(const RlRequest *req, int64 t)
+rl_batch_refund(const RlRequest *req, uint64 incarnation)
 {
 	uint64		hash;
 	RlLease    *l;
@@ -279,6 +286,6 @@ rl_batch_refund(const RlRequest *req, int64 t)
 	hash = lease_hash(req);
 	l = hash_search(leases, &hash, HASH_FIND, NULL);
 	if (l != NULL && lease_matches(l, req) && l->credit >= 0 &&
-		t >= l->taken && rl_clock_now() < l->expires)
+		l->incarnation == incarnation && rl_clock_now() < l->expires)
 		l->credit += req->params.cost;
 }

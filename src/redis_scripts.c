@@ -13,15 +13,21 @@
  *	ARGV     at ('' = Redis TIME), limit, per, cost, burst, TTL slack (ms)
  *
  * The reply is {allowed (0/1), remaining, reset_at, retry_after numerator,
- * denominator, delay numerator, denominator, the call's time}, all decimal
- * strings but the first; fractions are microseconds.  docs/redis.md
- * describes the layout.
+ * denominator, delay numerator, denominator, the call's time, the state's
+ * incarnation}, all decimal strings but the first; fractions are
+ * microseconds.  docs/redis.md describes the layout.
+ *
+ * Each state hash records its incarnation (field i): Redis TIME in
+ * microseconds when the state was created.  A state reset (DEL), expired or
+ * evicted and created again is another incarnation: Redis runs one command
+ * at a time, and a re-creation is another command than the creation.
  *
  * A refund script (rl_lua_refund_*) is the same prelude (and bucket part)
  * followed by a body mirroring the algorithm's C refund: with the same KEYS
- * and ARGV, "at" being the time the refunded call was decided at, it gives
- * back cost units of that call if they still count, and replies 1 if it
- * gave anything back, else 0.
+ * and ARGV, "at" being the time the refunded call was decided at, and a
+ * seventh argument, the incarnation the call consumed from, it gives back
+ * cost units of that call if they still count in that incarnation, and
+ * replies 1 if it gave anything back, else 0.
  *
  *-------------------------------------------------------------------------
  */
@@ -225,7 +231,8 @@ const char rl_lua_prelude[] =
 	"local function pos(a, b) return cmp(a, b) > 0 and sub(a, b) or 0 end\n"
 	"\n"
 	"-- The call being decided: K its keys, A its arguments (at ('' = Redis\n"
-	"-- TIME), limit, per, cost, burst, ttl slack in ms), H its state hash and\n"
+	"-- TIME), limit, per, cost, burst, ttl slack in ms, and for a refund the\n"
+	"-- incarnation the refunded call consumed from), H its state hash and\n"
 	"-- L, W, C.  A script deciding several calls uses each in turn.\n"
 	"local K, A, H, L, W, C\n"
 	"local function use(keys, args)\n"
@@ -237,12 +244,24 @@ const char rl_lua_prelude[] =
 	"-- The key's state: HMGET of t (its latest time) and the given fields, or\n"
 	"-- nil for a new key.  A hash lacking a field (written by something else,\n"
 	"-- or half evicted) also starts afresh rather than failing every call.\n"
+	"-- I is the state's incarnation, nil for a new key, and for a hash written\n"
+	"-- before incarnations were (0.2.0) until a decision gives it one.\n"
+	"local I\n"
 	"local function state(...)\n"
-	"  local v = redis.call('HMGET', H, 't', ...)\n"
+	"  local v = redis.call('HMGET', H, 'i', 't', ...)\n"
+	"  I = v[1] or nil\n"
+	"  table.remove(v, 1)\n"
 	"  for i = 1, #v do\n"
-	"    if not v[i] then return nil end\n"
+	"    if not v[i] then I = nil; return nil end\n"
 	"  end\n"
 	"  return v\n"
+	"end\n"
+	"\n"
+	"-- For a refund: is v the state of the incarnation the refunded call\n"
+	"-- consumed from?  Not once the key was reset, expired or evicted and\n"
+	"-- created again, nor for a state of unknown incarnation.\n"
+	"local function same(v)\n"
+	"  return v and I ~= nil and I == A[7]\n"
 	"end\n"
 	"\n"
 	"-- The time of the call, never before the latest time the key has seen.\n"
@@ -275,19 +294,24 @@ const char rl_lua_prelude[] =
 	"end\n"
 	"\n"
 	"-- Store the state (a new key is not stored by a call that consumes\n"
-	"-- nothing, as in shared memory), expire the keys once the state is back to\n"
-	"-- a new key's plus a slack, and reply {allowed, remaining, reset_at,\n"
-	"-- retry_after and delay as fractions of microseconds, the call's time}.\n"
+	"-- nothing, as in shared memory), a new one with its incarnation, expire\n"
+	"-- the keys once the state is back to a new key's plus a slack, and reply\n"
+	"-- {allowed, remaining, reset_at, retry_after and delay as fractions of\n"
+	"-- microseconds, the call's time, the incarnation ('0': nothing stored)}.\n"
 	"local function finish(fresh, fields, t, reset, allowed, remaining,\n"
 	"                      rn, rd, dn, dd)\n"
 	"  if not fresh or cmp(C, 0) > 0 then\n"
-	"    redis.call('HSET', H, 't', str(t), unpack(fields))\n"
+	"    if not I then\n"
+	"      local tm = redis.call('TIME')\n"
+	"      I = str(tonumber(tm[1]) * 1000000 + tonumber(tm[2]))\n"
+	"    end\n"
+	"    redis.call('HSET', H, 'i', I, 't', str(t), unpack(fields))\n"
 	"    local ttl = floor(approx(pos(reset, t)) / 1000) + 1 + tonumber(A[6])\n"
 	"    if ttl > 35184372088832 then ttl = 35184372088832 end\n"
 	"    for i = 1, #K do redis.call('PEXPIRE', K[i], ttl) end\n"
 	"  end\n"
 	"  return {allowed and 1 or 0, str(remaining), str(reset), str(rn), str(rd),\n"
-	"          str(dn), str(dd), str(t)}\n"
+	"          str(dn), str(dd), str(t), I or '0'}\n"
 	"end\n";
 
 /* Shared by token_bucket and leaky_bucket, after the prelude. */
@@ -436,12 +460,13 @@ const char rl_lua_leaky_bucket[] =
 
 /*
  * The refunds, after the prelude (and for the buckets the bucket part):
- * ARGV[1] is the refunded call's time.
+ * ARGV[1] is the refunded call's time, ARGV[7] the incarnation it consumed
+ * from.  Nothing is given back to another incarnation.
  */
 const char rl_lua_refund_fixed_window[] =
 	"-- the units still count only while their window lasts\n"
 	"local v = state('s', 'c')\n"
-	"if not v or cmp(num(v[2]), window(num(A[1]))) ~= 0 then return 0 end\n"
+	"if not same(v) or cmp(num(v[2]), window(num(A[1]))) ~= 0 then return 0 end\n"
 	"redis.call('HSET', H, 'c', str(pos(num(v[3]), C)))\n"
 	"return 1\n";
 
@@ -449,7 +474,7 @@ const char rl_lua_refund_sliding_window_counter[] =
 	"-- in the call's window, or in the previous one if the window has\n"
 	"-- rolled once since\n"
 	"local v = state('s', 'c', 'p')\n"
-	"if not v then return 0 end\n"
+	"if not same(v) then return 0 end\n"
 	"local s, start = num(v[2]), window(num(A[1]))\n"
 	"if cmp(s, start) == 0 then\n"
 	"  redis.call('HSET', H, 'c', str(pos(num(v[3]), C)))\n"
@@ -464,7 +489,7 @@ const char rl_lua_refund_sliding_window_log[] =
 	"-- the call's entry, if still logged; an emptied newest entry goes\n"
 	"local G = K[2]\n"
 	"local v = state('n')\n"
-	"if not v then return 0 end\n"
+	"if not same(v) then return 0 end\n"
 	"local T = num(A[1])\n"
 	"local n = redis.call('LLEN', G)\n"
 	"local i = n\n"
@@ -491,7 +516,7 @@ const char rl_lua_refund_sliding_window_log[] =
 
 const char rl_lua_refund_token_bucket[] =
 	"-- the tokens go back, up to the capacity\n"
-	"if not last then return 0 end\n"
+	"if not same(v) then return 0 end\n"
 	"redis.call('HSET', H, 'x',\n"
 	"           str(min(add(rescale(num(v[2]), num(v[3]), W, false), cw), cap)),\n"
 	"           'w', str(W))\n"
@@ -499,7 +524,7 @@ const char rl_lua_refund_token_bucket[] =
 
 const char rl_lua_refund_leaky_bucket[] =
 	"-- the units leave the queue (what already drained is gone)\n"
-	"if not last then return 0 end\n"
+	"if not same(v) then return 0 end\n"
 	"redis.call('HSET', H, 'x', str(pos(rescale(num(v[2]), num(v[3]), W, true), cw)),\n"
 	"           'w', str(W))\n"
 	"return 1\n";
@@ -513,8 +538,8 @@ const char rl_lua_single[] =
  * decision and refund as functions decide_<code> and refund_<code>, as
  * the local store does it under its partition locks: every call is
  * decided at one time; if one is denied (a shadow's denial aside), the
- * admitted ones are refunded and then reported as a look (cost 0) at their
- * time.  KEYS: the calls' keys in order; ARGV: the number of calls, then
+ * admitted ones are refunded (to the incarnation each reply names) and then
+ * reported as a look (cost 0) at their time.  KEYS: the calls' keys in order; ARGV: the number of calls, then
  * for each its algorithm's code, its number of keys, 1 if it is a shadow
  * (else 0) and its six arguments.  The reply is each call's reply.
  */
@@ -548,7 +573,7 @@ const char rl_lua_all[] =
 	"  for i, c in ipairs(calls) do\n"
 	"    if replies[i][1] == 1 then\n"
 	"      local args = {replies[i][8], c.args[2], c.args[3], c.args[4],\n"
-	"                    c.args[5], c.args[6]}\n"
+	"                    c.args[5], c.args[6], replies[i][9]}\n"
 	"      use(c.keys, args)\n"
 	"      refund[c.algo]()\n"
 	"      args[4] = '0'\n"

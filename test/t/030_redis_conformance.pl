@@ -52,8 +52,8 @@ $node->safe_psql('postgres',
 	"SELECT rl_allow('layout', a, 5) FROM unnest(ARRAY['fixed_window', "
 	  . "'sliding_window_log', 'sliding_window_counter', 'token_bucket', "
 	  . "'leaky_bucket']) a");
-my %code = (fw => 'c s t', swl => 'n t', swc => 'c p s t', tb => 't w x',
-	lb => 't w x');
+my %code = (fw => 'c i s t', swl => 'i n t', swc => 'c i p s t',
+	tb => 'i t w x', lb => 'i t w x');
 for my $c (sort keys %code)
 {
 	my $k = "rl:{$dboid:$c:layout}";
