@@ -5,43 +5,45 @@
  *
  * A tracked consumption (every one made by a quota trigger; direct calls
  * when ratelimit.refund_on_rollback is on) is remembered until its
- * transaction ends, by the receipts of its decision (rl_receipts: where it
- * consumed, with which parameters, at which time, from which incarnation of
- * the state).  When a subtransaction aborts, what it consumed is refunded;
- * when it commits, its consumption passes to its parent.  At top-level
- * abort everything left is refunded, at commit and prepare it is forgotten.
+ * transaction ends, by the receipts of its decision (rl_receipts in
+ * dispatch.c: where it consumed, with which parameters, at which time, from
+ * which incarnation of the state).  When a subtransaction aborts, what it
+ * consumed is given back; when it commits, its consumption passes to its
+ * parent.  At top-level abort everything left is given back; at commit and
+ * prepare it is forgotten.
  *
- * Memory grows with the keys, not with the rows.  Receipts are added up
- * where a refund of the sum gives back exactly what refunds of the parts,
- * one after the other, would have (the algorithms' refunds are "take the
- * units off, within bounds"):
+ * What is kept grows with the keys and the savepoint levels, not with the
+ * rows: receipts are added up where one refund of the sum gives back
+ * exactly what refunds of the parts, newest first, did (the algorithms'
+ * refunds take units off within bounds, so sums of the same kind add up):
  *
- *	- a target is one state a refund reaches: (engine, database, algorithm,
+ *	- a target is one state refunds reach: (engine, database, algorithm,
  *	  key, incarnation), an entry of a hash table;
  *	- an amount is what one (sub)transaction level consumed from a target
- *	  with one set of parameters (limit, per, burst): a target's amounts
- *	  form a stack, newest on top, so a change of parameters or a level
- *	  starts a new amount and the order of the refunds is kept;
+ *	  with one set of parameters (limit, per, burst).  A target's amounts
+ *	  form a stack, newest on top: a call at another level, or with other
+ *	  parameters, starts a new amount, so refunds keep the calls' order;
  *	- an amount holds (time, cost) pairs, oldest first.  A receipt adds its
- *	  cost to the newest pair when a refund does not tell their times
- *	  apart: fixed_window and sliding_window_counter refunds depend only on
- *	  the window the time falls in, token_bucket and leaky_bucket refunds
- *	  not on the time at all.  A sliding_window_log refund depends on the
- *	  exact time (its log keeps one entry per microsecond), and so does a
- *	  lease's (the units go back only to a lease taken no later than the
- *	  call): for those a pair is 16 bytes per distinct microsecond.
+ *	  cost to the newest pair when a refund cannot tell their times apart:
+ *	  fixed_window and sliding_window_counter refunds depend only on the
+ *	  window the time falls in, token_bucket and leaky_bucket refunds not on
+ *	  the time at all.  A sliding_window_log refund needs the exact time (the
+ *	  log keeps an entry per microsecond), and so does a lease's (units go
+ *	  back only to the lease that admitted them, which only the time tells):
+ *	  for those, a pair (16 bytes) per distinct microsecond.
  *
- * Refunds run newest first, as the calls were made, and are refunded at
- * most once: what is about to be given back is forgotten first.  Giving
- * back (rl_refund_receipt) and everything here at abort needs no memory and
- * raises no error: amounts and levels freed go to free lists.  A
- * subtransaction's commit merges its amounts into its parent's with
- * memory allocated without raising; when that fails, the amount moves to
- * the parent as it is.
+ * A subtransaction's commit merges its amounts into the parent's newest of
+ * the same target and parameters, or moves them there as they are when
+ * memory for the merge cannot be had (it is asked for without raising an
+ * error).  An abort allocates nothing: freed amounts and levels go to free
+ * lists for the next calls.  Nothing here raises an error at commit or
+ * abort.  What is about to be given back is forgotten first, so nothing is
+ * given back twice.  (Giving back is the engines':
+ * the store takes a partition lock; Redis is a network call, redis.c.)
  *
- * Everything lives in a context under TopTransactionContext ("ratelimit
- * refunds"), which goes when the transaction ends.  No shared state of its
- * own: refunds go through the engines' own locking.
+ * Everything lives in a context under TopTransactionContext, "ratelimit
+ * refunds", which goes with the transaction.  No shared state of its own:
+ * refunds go through the engines' own locking.
  *
  *-------------------------------------------------------------------------
  */
@@ -89,7 +91,7 @@ struct RlAmount
 	RlLevel    *level;
 	RlAmount   *below;			/* the target's previous amount */
 	RlAmount   *above;			/* the target's next amount, NULL on top */
-	RlAmount   *next;			/* the level's previous amount (or free list) */
+	RlAmount   *next;			/* the level's older amount, or free list */
 	RlParams	params;			/* limit, per and burst (cost: unused) */
 	RlSpent    *spent;			/* oldest first */
 	int64		nspent;
@@ -233,6 +235,7 @@ same_refund(const RlTarget *target, const RlParams *p, int64 t, int64 u)
 		case RL_TOKEN_BUCKET:
 		case RL_LEAKY_BUCKET:
 			return true;
+		case RL_SLIDING_WINDOW_LOG:
 		default:
 			return t == u;
 	}
@@ -348,6 +351,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 	target = hash_search(targets, &id, HASH_FIND, NULL);
 	if (target == NULL)
 	{
+		/* copied first: an entry never points at the caller's key */
 		char	   *key = MemoryContextAlloc(refund_cxt, Max(id.keylen, 1));
 
 		memcpy(key, id.key, id.keylen);
