@@ -32,7 +32,7 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 # directory first).
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
-	policy trigger refund multi wait headers observability
+	policy trigger refund multi wait headers observability refund_aggregate
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

@@ -52,6 +52,29 @@ typedef enum RlStatus
 	RL_UNAVAILABLE				/* remote backend down, slow or failing */
 } RlStatus;
 
+/*
+ * Where a decision consumed, and with what: what a refund needs.  A decision
+ * has a receipt per place it consumed in (at most RL_MAX_RECEIPTS): the
+ * store (its own consumption, or hybrid's pre-check with the pre-check's
+ * parameters), Redis, this backend's Redis lease.
+ */
+typedef enum RlEngine
+{
+	RL_ENGINE_STORE = 0,
+	RL_ENGINE_REDIS,
+	RL_ENGINE_LEASE
+} RlEngine;
+
+#define RL_MAX_RECEIPTS 4
+
+typedef struct RlReceipt
+{
+	RlEngine	engine;
+	RlParams	params;			/* as consumed with; cost: the units */
+	int64		time;			/* the consumption's time (Unix us) */
+	uint64		incarnation;	/* the state's incarnation it consumed from */
+} RlReceipt;
+
 /* dispatch.c: the request's backend and fail mode, its policy's or the setting's */
 extern int	rl_request_backend(const RlRequest *req);
 extern int	rl_request_fail_mode(const RlRequest *req);
@@ -60,6 +83,9 @@ extern int	rl_request_fail_mode(const RlRequest *req);
 extern void rl_decide(const RlRequest *req, RlDecision *d);
 extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);
 extern void rl_give_back(const RlRequest *req, const RlDecision *d);
+extern int	rl_receipts(const RlRequest *req, const RlDecision *d,
+						RlReceipt *receipts);
+extern void rl_refund_receipt(const RlRequest *req, const RlReceipt *r);
 
 /* the decision made when the backend cannot decide (fail_mode) */
 extern void rl_fail_decision(const RlRequest *req, int64 now, bool allow,

@@ -164,28 +164,87 @@ rl_decide(const RlRequest *req, RlDecision *d)
 	rl_stats_count(req, d);
 }
 
+/* A receipt of units consumed in an engine with these parameters. */
+static RlReceipt
+receipt(RlEngine engine, RlParams params, int64 time, uint64 incarnation)
+{
+	RlReceipt	r;
+
+	r.engine = engine;
+	r.params = params;
+	r.time = time;
+	r.incarnation = incarnation;
+	return r;
+}
+
 /*
- * Give back what a decision consumed, wherever it was recorded: the store,
- * Redis, this backend's lease, hybrid's pre-check (refund.c calls this
- * when the decision's (sub)transaction aborts).  Never raises an error.
+ * Fill receipts with where and with what a decision consumed: the store,
+ * hybrid's pre-check (in the store, with the pre-check's parameters, time
+ * and incarnation), Redis, this backend's lease.  Returns how many; none
+ * for a decision that consumed nothing (denied, a shadow's denial turned
+ * into an allow, cost 0).
+ */
+int
+rl_receipts(const RlRequest *req, const RlDecision *d, RlReceipt *receipts)
+{
+	int			n = 0;
+
+	if (!d->allowed || d->shadowed || req->params.cost == 0)
+		return 0;
+	if (d->stored)
+		receipts[n++] = receipt(RL_ENGINE_STORE, req->params, d->time,
+								d->incarnation);
+	if (d->prechecked)
+		receipts[n++] = receipt(RL_ENGINE_STORE, hybrid_precheck(req).params,
+								d->precheck_time, d->precheck_incarnation);
+	if (d->remote)
+		receipts[n++] = receipt(RL_ENGINE_REDIS, req->params, d->time,
+								d->incarnation);
+	if (d->leased)
+		receipts[n++] = receipt(RL_ENGINE_LEASE, req->params, d->time,
+								d->incarnation);
+	return n;
+}
+
+/*
+ * Give back what a receipt of the request (its database, algorithm and key;
+ * the receipt has the parameters and the cost) records, where it was
+ * consumed.  Only what still counts there is given back (see the engines'
+ * refunds).  Never raises an error.
+ */
+void
+rl_refund_receipt(const RlRequest *req, const RlReceipt *r)
+{
+	RlRequest	q = *req;
+
+	q.params = r->params;
+	switch (r->engine)
+	{
+		case RL_ENGINE_STORE:
+			rl_store_refund(&q, r->time, r->params.cost);
+			break;
+		case RL_ENGINE_REDIS:
+			rl_redis_refund(&q, r->time, r->incarnation);
+			break;
+		case RL_ENGINE_LEASE:
+			rl_batch_refund(&q, r->incarnation);
+			break;
+	}
+}
+
+/*
+ * Give back what a decision consumed, wherever it was recorded (its
+ * receipts).  Never raises an error.
  */
 void
 rl_give_back(const RlRequest *req, const RlDecision *d)
 {
-	int64		cost = req->params.cost;
+	RlReceipt	receipts[RL_MAX_RECEIPTS];
+	int			n = rl_receipts(req, d, receipts);
+	int			i;
 
-	if (d->stored)
-		rl_store_refund(req, d->time, cost);
-	if (d->prechecked)
-	{
-		RlRequest	pre = hybrid_precheck(req);
-
-		rl_store_refund(&pre, d->precheck_time, cost);
-	}
-	if (d->remote)
-		rl_redis_refund(req, d->time, d->incarnation);
-	if (d->leased)
-		rl_batch_refund(req, d->incarnation);
+	for (i = 0; i < n; i++)
+		rl_refund_receipt(req, &receipts[i]);
 }
 
 /* A shadow request is allowed whatever it decided. */
