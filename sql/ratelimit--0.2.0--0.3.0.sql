@@ -110,3 +110,16 @@ EXCEPTION WHEN object_not_in_prerequisite_state THEN
 		USING DETAIL = 'The extension is installed, but every call of its functions fails until the library is preloaded.',
 			  HINT = hint;
 END $$;
+
+-- ---- Policy changes reach every session, however they are written ----
+
+-- Sessions reread rl_policy when a trigger announces a change.  Rows
+-- written in replica mode (session_replication_role = replica) fire only
+-- triggers enabled ALWAYS or REPLICA, and logical replication applies rows
+-- in that mode firing row triggers only: without these, sessions on a
+-- subscriber would keep the policies they had read.
+ALTER TABLE rl_policy ENABLE ALWAYS TRIGGER rl_policy_changed;
+CREATE TRIGGER rl_policy_applied
+	AFTER INSERT OR UPDATE OR DELETE ON rl_policy
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_policy ENABLE REPLICA TRIGGER rl_policy_applied;
