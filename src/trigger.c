@@ -80,6 +80,9 @@
 /*
  * What a trigger resolved once, valid until its table or the trigger
  * changes.  Allocated in its own memory context, with all it points to.
+ * Whatever is added here must be derived from the trigger and its table
+ * alone, or be invalidated with what else it derives from (a resolved
+ * policy, for one, also by the policy cache's invalidation).
  */
 typedef struct RlTriggerInfo
 {
