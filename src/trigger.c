@@ -164,7 +164,7 @@ trigger_error_callback(void *arg)
 			break;
 		case COST_PREPARE:
 			/* SPI made it a position in the query around the expression */
-			pos = getinternalerrposition() - strlen(COST_QUERY_PREFIX);
+			pos = getinternalerrposition() - (int) strlen(COST_QUERY_PREFIX);
 			if (pos > 0 && pos <= pg_mbstrlen(call->cost_expr) + 1)
 			{
 				internalerrposition(pos);
