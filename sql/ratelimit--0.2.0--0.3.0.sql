@@ -50,3 +50,125 @@ AS 'MODULE_PATHNAME', 'rl_keys'
 LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION rl_keys(boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rl_keys(boolean) TO pg_monitor;
+
+-- ---- Decisions report their capacity and window (docs/reference.md) ----
+
+-- What remaining counts against (the burst for token_bucket and
+-- leaky_bucket, the limit otherwise) and the window.  The library fills
+-- results by column name, so a database still on the 0.2.0 definitions
+-- keeps working with it.
+ALTER TYPE rl_decision ADD ATTRIBUTE capacity bigint, ADD ATTRIBUTE per interval;
+
+-- rl_check_all's rows gain the same columns; a function's result columns
+-- cannot change, so it is created anew, keeping the privileges that were
+-- granted or revoked on the old one.  What depends on the old one (a view
+-- over it) must go first: say so plainly.
+DO $$
+DECLARE
+	users text;
+BEGIN
+	SELECT string_agg(pg_catalog.pg_describe_object(classid, objid, objsubid), ', ')
+	INTO users
+	FROM pg_catalog.pg_depend
+	WHERE refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		AND refobjid = 'rl_check_all(text[], text[], bigint[], timestamptz)'::regprocedure
+		AND deptype = 'n';
+	IF users IS NOT NULL THEN
+		RAISE EXCEPTION 'cannot update extension "ratelimit": function rl_check_all is used by %', users
+			USING ERRCODE = 'dependent_objects_still_exist',
+				  DETAIL = 'Version 0.3.0 adds result columns to rl_check_all, which creates it anew.',
+				  HINT = 'Drop those objects, update, then create them again.';
+	END IF;
+END $$;
+ALTER FUNCTION rl_check_all(text[], text[], bigint[], timestamptz)
+	RENAME TO rl_check_all_0_2_0;
+CREATE FUNCTION rl_check_all(
+	keys text[],
+	policies text[],
+	costs bigint[] DEFAULT NULL,
+	at timestamptz DEFAULT NULL)
+RETURNS TABLE (
+	key text,
+	policy text,
+	allowed boolean,
+	"limit" bigint,
+	remaining bigint,
+	retry_after double precision,
+	reset_at timestamptz,
+	delay double precision,
+	capacity bigint,
+	per interval)
+AS 'MODULE_PATHNAME', 'rl_check_all'
+LANGUAGE C VOLATILE;
+DO $$
+DECLARE
+	grant_to record;
+BEGIN
+	IF (SELECT proacl IS NOT NULL FROM pg_catalog.pg_proc
+		WHERE oid = 'rl_check_all_0_2_0(text[], text[], bigint[], timestamptz)'::regprocedure)
+	THEN
+		REVOKE ALL ON FUNCTION rl_check_all(text[], text[], bigint[], timestamptz) FROM PUBLIC;
+		FOR grant_to IN
+			SELECT a.grantee, a.is_grantable
+			FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+			WHERE p.oid = 'rl_check_all_0_2_0(text[], text[], bigint[], timestamptz)'::regprocedure
+				AND a.privilege_type = 'EXECUTE'
+		LOOP
+			EXECUTE format('GRANT EXECUTE ON FUNCTION rl_check_all(text[], text[], bigint[], timestamptz) TO %s%s',
+				CASE WHEN grant_to.grantee = 0 THEN 'PUBLIC'
+					ELSE quote_ident(pg_catalog.pg_get_userbyid(grant_to.grantee)) END,
+				CASE WHEN grant_to.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+		END LOOP;
+		-- These are the administrator's privileges, not the extension's (a
+		-- new install has the default): pg_dump must dump them, so they are
+		-- not left recorded as the function's initial privileges.
+		DELETE FROM pg_catalog.pg_init_privs
+		WHERE classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+			AND objoid = 'rl_check_all(text[], text[], bigint[], timestamptz)'::regprocedure;
+	END IF;
+END $$;
+DROP FUNCTION rl_check_all_0_2_0(text[], text[], bigint[], timestamptz);
+
+-- X-RateLimit-Limit is the capacity, so that it bounds
+-- X-RateLimit-Remaining (a bucket's burst may exceed its limit).
+CREATE OR REPLACE FUNCTION rl_headers(d rl_decision) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+	SELECT jsonb_strip_nulls(jsonb_build_object(
+		'X-RateLimit-Limit', coalesce(d.capacity, d."limit")::text,
+		'X-RateLimit-Remaining', d.remaining::text,
+		'X-RateLimit-Reset', ceil(extract(epoch FROM d.reset_at))::bigint::text,
+		'Retry-After', CASE WHEN NOT d.allowed
+			THEN ceil(d.retry_after)::bigint::text END))
+$$;
+
+-- ---- A library that is not preloaded is reported at once ----
+
+-- Without shared_preload_libraries every function fails (55000).  Say so
+-- when the extension is created or updated, with the same message and hint
+-- as those calls, as a WARNING: the extension is still created.
+DO $$
+DECLARE
+	message text;
+	hint text;
+BEGIN
+	PERFORM rl_store_info();
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+	GET STACKED DIAGNOSTICS message = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+	RAISE WARNING '%', message
+		USING DETAIL = 'The extension is installed, but every call of its functions fails until the library is preloaded.',
+			  HINT = hint;
+END $$;
+
+-- ---- Policy changes reach every session, however they are written ----
+
+-- Sessions reread rl_policy when a trigger announces a change.  Rows
+-- written in replica mode (session_replication_role = replica) fire only
+-- triggers enabled ALWAYS or REPLICA, and logical replication applies rows
+-- in that mode firing row triggers only: without these, sessions on a
+-- subscriber would keep the policies they had read.
+ALTER TABLE rl_policy ENABLE ALWAYS TRIGGER rl_policy_changed;
+CREATE TRIGGER rl_policy_applied
+	AFTER INSERT OR UPDATE OR DELETE ON rl_policy
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_policy ENABLE REPLICA TRIGGER rl_policy_applied;

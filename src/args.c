@@ -99,6 +99,21 @@ rl_arg_per(const Interval *per)
 }
 
 /*
+ * A window in microseconds as an interval, for results and messages: all of
+ * it in the time field, as rl_arg_per counts a day as 24 hours.
+ */
+Interval *
+rl_per_interval(int64 per)
+{
+	Interval   *iv = palloc(sizeof(Interval));
+
+	iv->time = per;
+	iv->day = 0;
+	iv->month = 0;
+	return iv;
+}
+
+/*
  * An explicit time: finite, within range, and only for superusers or
  * members of ratelimit_admin, since it moves the key's clock for everyone.
  */

@@ -149,34 +149,169 @@ decide_direct(const RlRequest *req, RlDecision *d)
 }
 
 /*
- * A decision as an rl_decision datum.  The blessed descriptor is built once
- * per call site and kept in fn_extra.
+ * The columns a decision is reported in.  Results are filled by column
+ * name, so the library serves any version of the SQL definitions: a
+ * database still on 0.2.0's six-column rl_decision, or a later one.
+ */
+typedef enum RlDecisionColumn
+{
+	DCOL_KEY,
+	DCOL_POLICY,
+	DCOL_ALLOWED,
+	DCOL_LIMIT,
+	DCOL_REMAINING,
+	DCOL_RETRY_AFTER,
+	DCOL_RESET_AT,
+	DCOL_DELAY,
+	DCOL_CAPACITY,
+	DCOL_PER,
+	DCOL_COUNT
+} RlDecisionColumn;
+
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			decision_columns[DCOL_COUNT] =
+{
+	[DCOL_KEY] = {"key", TEXTOID},
+	[DCOL_POLICY] = {"policy", TEXTOID},
+	[DCOL_ALLOWED] = {"allowed", BOOLOID},
+	[DCOL_LIMIT] = {"limit", INT8OID},
+	[DCOL_REMAINING] = {"remaining", INT8OID},
+	[DCOL_RETRY_AFTER] = {"retry_after", FLOAT8OID},
+	[DCOL_RESET_AT] = {"reset_at", TIMESTAMPTZOID},
+	[DCOL_DELAY] = {"delay", FLOAT8OID},
+	[DCOL_CAPACITY] = {"capacity", INT8OID},
+	[DCOL_PER] = {"per", INTERVALOID},
+};
+
+/*
+ * A result's descriptor, and for each of its attributes the decision
+ * column it holds (-1: none, left NULL).
+ */
+typedef struct RlDecisionShape
+{
+	TupleDesc	tupdesc;
+	int8		column[FLEXIBLE_ARRAY_MEMBER];
+} RlDecisionShape;
+
+/* Map a result's attributes to decision columns, allocating in cxt. */
+static RlDecisionShape *
+decision_shape(TupleDesc tupdesc, MemoryContext cxt)
+{
+	RlDecisionShape *shape;
+	int			i;
+	int			c;
+
+	shape = MemoryContextAlloc(cxt, offsetof(RlDecisionShape, column) +
+							   sizeof(int8) * tupdesc->natts);
+	shape->tupdesc = tupdesc;
+	for (i = 0; i < tupdesc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(tupdesc, i);
+
+		shape->column[i] = -1;
+		if (att->attisdropped)
+			continue;
+		for (c = 0; c < DCOL_COUNT; c++)
+			if (strcmp(NameStr(att->attname), decision_columns[c].name) == 0)
+				break;
+		if (c == DCOL_COUNT)
+			continue;
+		if (att->atttypid != decision_columns[c].type)
+			elog(ERROR, "column \"%s\" of a decision has type %u, expected %u",
+				 decision_columns[c].name, att->atttypid,
+				 decision_columns[c].type);
+		shape->column[i] = c;
+	}
+	return shape;
+}
+
+/*
+ * Fill a row of that shape with a decision; key and policy are the
+ * call's (rl_check_all's rows have them).  The capacity is what remaining
+ * counts against: the burst for the buckets, the limit otherwise.
+ */
+static void
+decision_values(const RlDecisionShape *shape, const RlRequest *req,
+				const RlDecision *d, Datum key, Datum policy,
+				Datum *values, bool *nulls)
+{
+	int			i;
+
+	for (i = 0; i < shape->tupdesc->natts; i++)
+	{
+		nulls[i] = false;
+		switch (shape->column[i])
+		{
+			case DCOL_KEY:
+				values[i] = key;
+				break;
+			case DCOL_POLICY:
+				values[i] = policy;
+				break;
+			case DCOL_ALLOWED:
+				values[i] = BoolGetDatum(d->allowed);
+				break;
+			case DCOL_LIMIT:
+				values[i] = Int64GetDatum(req->params.limit);
+				break;
+			case DCOL_REMAINING:
+				values[i] = Int64GetDatum(d->remaining);
+				break;
+			case DCOL_RETRY_AFTER:
+				values[i] = Float8GetDatum(d->retry_after);
+				break;
+			case DCOL_RESET_AT:
+				values[i] = TimestampTzGetDatum(d->reset_at - RL_UNIX_OFFSET);
+				break;
+			case DCOL_DELAY:
+				values[i] = Float8GetDatum(d->delay);
+				break;
+			case DCOL_CAPACITY:
+				values[i] = Int64GetDatum(rl_algo_has_burst(req->algo) ?
+										  req->params.burst :
+										  req->params.limit);
+				break;
+			case DCOL_PER:
+				values[i] = IntervalPGetDatum(rl_per_interval(req->params.per));
+				break;
+			default:
+				nulls[i] = true;
+				break;
+		}
+	}
+}
+
+/*
+ * A decision as an rl_decision datum.  The blessed descriptor and its
+ * shape are built once per call site and kept in fn_extra.
  */
 static Datum
 decision_datum(FunctionCallInfo fcinfo, const RlRequest *req,
 			   const RlDecision *d)
 {
-	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
-	Datum		values[6];
-	bool		nulls[6] = {false, false, false, false, false, false};
+	RlDecisionShape *shape = (RlDecisionShape *) fcinfo->flinfo->fn_extra;
+	Datum	   *values;
+	bool	   *nulls;
 
-	if (tupdesc == NULL)
+	if (shape == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		TupleDesc	tupdesc;
 
 		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "function must return type rl_decision");
 		tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
-		fcinfo->flinfo->fn_extra = tupdesc;
+		shape = decision_shape(tupdesc, fcinfo->flinfo->fn_mcxt);
+		fcinfo->flinfo->fn_extra = shape;
 		MemoryContextSwitchTo(old);
 	}
-	values[0] = BoolGetDatum(d->allowed);
-	values[1] = Int64GetDatum(req->params.limit);
-	values[2] = Int64GetDatum(d->remaining);
-	values[3] = Float8GetDatum(d->retry_after);
-	values[4] = TimestampTzGetDatum(d->reset_at - RL_UNIX_OFFSET);
-	values[5] = Float8GetDatum(d->delay);
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	values = palloc(sizeof(Datum) * shape->tupdesc->natts);
+	nulls = palloc(sizeof(bool) * shape->tupdesc->natts);
+	decision_values(shape, req, d, (Datum) 0, (Datum) 0, values, nulls);
+	return HeapTupleGetDatum(heap_form_tuple(shape->tupdesc, values, nulls));
 }
 
 /*
@@ -195,7 +330,7 @@ rl_allow(PG_FUNCTION_ARGS)
 
 /*
  * rl_check(same arguments) returns rl_decision: (allowed, limit, remaining,
- * retry_after, reset_at, delay).
+ * retry_after, reset_at, delay, capacity, per).
  */
 Datum
 rl_check(PG_FUNCTION_ARGS)
@@ -326,8 +461,8 @@ rl_allow_all(PG_FUNCTION_ARGS)
 
 /*
  * rl_check_all(keys, policies, costs, at) returns setof (key, policy,
- * allowed, limit, remaining, retry_after, reset_at, delay): one row per
- * key, in order.  Consumption is all or nothing as for rl_allow_all; when
+ * allowed, limit, remaining, retry_after, reset_at, delay, capacity, per):
+ * one row per key, in order.  Consumption is all or nothing as for rl_allow_all; when
  * any row is denied, the others report whether they would have admitted.
  */
 Datum
@@ -338,25 +473,22 @@ rl_check_all(PG_FUNCTION_ARGS)
 	RlDecision	ds[RL_MAX_MULTI];
 	Datum	   *key_values;
 	Datum	   *policy_values;
+	RlDecisionShape *shape;
+	Datum	   *values;
+	bool	   *nulls;
 	bool		all;
 	int			n;
 	int			i;
 
 	n = multi_decide(fcinfo, reqs, ds, &key_values, &policy_values, &all);
 	InitMaterializedSRF(fcinfo, 0);
+	shape = decision_shape(rsinfo->setDesc, CurrentMemoryContext);
+	values = palloc(sizeof(Datum) * rsinfo->setDesc->natts);
+	nulls = palloc(sizeof(bool) * rsinfo->setDesc->natts);
 	for (i = 0; i < n; i++)
 	{
-		Datum		values[8];
-		bool		nulls[8] = {false, false, false, false, false, false, false, false};
-
-		values[0] = key_values[i];
-		values[1] = policy_values[i];
-		values[2] = BoolGetDatum(ds[i].allowed);
-		values[3] = Int64GetDatum(reqs[i].params.limit);
-		values[4] = Int64GetDatum(ds[i].remaining);
-		values[5] = Float8GetDatum(ds[i].retry_after);
-		values[6] = TimestampTzGetDatum(ds[i].reset_at - RL_UNIX_OFFSET);
-		values[7] = Float8GetDatum(ds[i].delay);
+		decision_values(shape, &reqs[i], &ds[i], key_values[i],
+						policy_values[i], values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -5,10 +5,14 @@
  *
  * A call naming a policy must cost no table lookup: each backend keeps the
  * policies of its database in a hash table and reads the table again only
- * after it changed.  The table's statement trigger (rl_policy_changed)
- * queues a relcache invalidation for it; PostgreSQL delivers that at
+ * after it changed.  The table's triggers (rl_policy_changed: a statement
+ * trigger enabled always, and a row trigger enabled in replica mode for
+ * the rows logical replication applies, which fires row triggers only)
+ * queue a relcache invalidation for it; PostgreSQL delivers that at
  * commit to every backend (and to hot standbys, through WAL), where
  * policy_inval marks the cache stale.  A rolled-back change sends nothing.
+ * The invalidation of a renamed or dropped table (DROP EXTENSION) marks it
+ * stale too, and the next read finds the table by name again.
  * The row trigger rl_policy_validate checks every row with the same checks
  * as a call's arguments (args.c), so a bad policy is refused when written,
  * not when used.
@@ -414,8 +418,8 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 }
 
 /*
- * AFTER statement trigger on rl_policy: every backend rereads the policies
- * once this transaction commits.
+ * AFTER trigger on rl_policy, for each statement or (in replica mode) each
+ * row: every backend rereads the policies once this transaction commits.
  */
 Datum
 rl_policy_changed(PG_FUNCTION_ARGS)

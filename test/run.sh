@@ -10,6 +10,7 @@
 #   PG_CONFIG=/path/to/pg_config bash test/run.sh   # any installation
 #   RL_SUITES="regression tap" bash test/run.sh     # some suites only
 #   PROVE_TESTS=test/t/031_redis_failures.pl RL_SUITES=tap bash test/run.sh
+#   RL_KEEP=1 bash test/run.sh                      # keep results and logs
 #
 # RL_SUITES lists what to run, from: regression isolation tap sanitize
 # (default: all of them; sanitize runs on PostgreSQL 15 only, where
@@ -21,7 +22,8 @@ cd "$(dirname "$0")"
 rl_require_root
 rl_install_packages
 rl_build_install
-trap 'rm -rf "$RL_WORK"' EXIT
+# RL_KEEP=1 keeps the work folder (results, logs) for a look afterwards
+trap '[ -n "${RL_KEEP:-}" ] && echo "== kept $RL_WORK" || rm -rf "$RL_WORK"' EXIT
 
 suites="${RL_SUITES:-regression isolation tap sanitize}"
 has() { [[ " $suites " == *" $1 "* ]]; }

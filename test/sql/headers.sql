@@ -6,6 +6,20 @@ SELECT rl_headers(r) FROM rl_check('h:1', 'fixed_window', 2, '1 minute', at => t
 SELECT rl_headers(r) FROM rl_check('h:1', 'fixed_window', 2, '1 minute', at => t(30000000)) r;
 SELECT rl_headers(r) FROM rl_check('h:2', 'token_bucket', 10, '1 second', 10, at => t(0)) r;
 SELECT rl_headers(r) FROM rl_check('h:2', 'token_bucket', 10, '1 second', 1, at => t(1)) r;
+-- X-RateLimit-Limit is the capacity that remaining counts against, so it
+-- bounds X-RateLimit-Remaining: a bucket's burst (which may exceed its
+-- limit), the limit for the other algorithms.  Decisions report it with
+-- their window, in every form.
+SELECT rl_headers(r) FROM rl_check('h:3', 'token_bucket', 100, '1 minute', burst => 200, at => t(0)) r;
+SELECT rl_headers(r) FROM rl_check('h:4', 'leaky_bucket', 100, '1 minute', burst => 200, at => t(0)) r;
+SELECT "limit", capacity, per, remaining FROM rl_check('h:5', 'sliding_window_counter', 100, '1 minute', at => t(0));
+SELECT "limit", capacity, per, remaining FROM rl_check('h:5', 'fixed_window', 100, '1 day', at => t(0));
+INSERT INTO rl_policy (name, algo, "limit", per, burst) VALUES ('h_burst', 'token_bucket', 10, '1 day', 25);
+SELECT "limit", capacity, per, remaining FROM rl_check('h:6', 'h_burst', at => t(0));
+SELECT key, "limit", capacity, per, remaining
+FROM rl_check_all(ARRAY['h:6'], ARRAY['h_burst'], at => t(1));
+-- a decision without a capacity (built by hand) falls back to its limit
+SELECT rl_headers(ROW(true, 5, 4, 0, '2026-01-01 00:00:00+00', 0, NULL, NULL)::rl_decision);
 -- The pre-request function of docs/quotas.md.  PostgREST runs it before
 -- each request with the JWT claims in request.jwt.claims, sends the headers
 -- set in response.headers, and answers RAISE SQLSTATE 'PGRST' with the

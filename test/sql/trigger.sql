@@ -97,3 +97,100 @@ INSERT INTO t2 VALUES (1, 'x');
 DROP TRIGGER bad5 ON t2;
 SELECT rl_enforce();
 DROP TABLE t2;
+-- Arguments are read leniently where that is unambiguous: "cost" in any
+-- case with blanks around "=", a key column by its exact name or else the
+-- only one differing in case alone.
+SELECT rl_reset_all() >= 0 AS cleared;
+CREATE TABLE t3 (id int, "Tenant" int, region text, amount int);
+CREATE TRIGGER lenient BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'TENANT', 'Region', ' Cost =  amount * 2 ');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+SELECT remaining FROM rl_check('8:eu', 'bytes_per_tenant', cost => 0);
+DROP TRIGGER lenient ON t3;
+-- A NULL key column gives an empty part: NULL and '' are the same key.
+CREATE TRIGGER nullkey BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'region', 'cost=amount');
+INSERT INTO t3 VALUES (1, 9, NULL, 30), (1, 9, '', 30);
+SELECT remaining FROM rl_check('9:', 'bytes_per_tenant', cost => 0);
+DROP TRIGGER nullkey ON t3;
+-- What could be read two ways is refused, and every error names the
+-- trigger and the table (the context line names them for errors raised by
+-- PostgreSQL itself, with the position shown in the expression).
+\set VERBOSITY default
+CREATE TRIGGER twocosts BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=1', 'COST = amount');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER twocosts ON t3;
+ALTER TABLE t3 ADD COLUMN "cost=amount" int;
+CREATE TRIGGER columnorcost BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=amount');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER columnorcost ON t3;
+ALTER TABLE t3 DROP COLUMN "cost=amount";
+ALTER TABLE t3 ADD COLUMN "REGION" text;
+CREATE TRIGGER twocolumns BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'Region');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER twocolumns ON t3;
+CREATE TRIGGER empty BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost = ');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER empty ON t3;
+CREATE TRIGGER typo BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=amout * 2');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER typo ON t3;
+CREATE TRIGGER unbalanced BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=(amount * 2');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER unbalanced ON t3;
+CREATE TRIGGER notone BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=amount; DELETE FROM t3');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER notone ON t3;
+CREATE TRIGGER notone BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=amount FROM t3');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER notone ON t3;
+CREATE TRIGGER divide BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=amount / (id - 1)');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER divide ON t3;
+CREATE TRIGGER nopolicy BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('no_such_policy', 'Tenant');
+INSERT INTO t3 VALUES (1, 8, 'eu', 5);
+DROP TRIGGER nopolicy ON t3;
+\set VERBOSITY terse
+-- The trigger follows its table's definition, changed by this session
+-- too (test/t/045_catalog_changes.pl changes it from another session).
+SELECT rl_reset_all() >= 0 AS cleared;
+CREATE TRIGGER follows BEFORE INSERT ON t3 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'Tenant', 'cost=coalesce(amount, 0)');
+INSERT INTO t3 ("Tenant", amount) VALUES (10, 5);
+ALTER TABLE t3 DROP COLUMN amount;
+ALTER TABLE t3 ADD COLUMN amount int;
+INSERT INTO t3 ("Tenant", amount) VALUES (10, 7);
+ALTER TABLE t3 ALTER COLUMN amount TYPE bigint;
+INSERT INTO t3 ("Tenant", amount) VALUES (10, 11);
+SELECT remaining FROM rl_check('10', 'bytes_per_tenant', cost => 0);
+-- A cost expression may replace its own trigger and write to its table:
+-- the rows below it use the new arguments, the row above keeps its own.
+CREATE TABLE t4 (tenant int, depth int);
+CREATE FUNCTION t4_cost(d int) RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+	IF d < 3 THEN
+		EXECUTE format($f$CREATE OR REPLACE TRIGGER nested AFTER INSERT ON t4
+			FOR EACH ROW EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'tenant',
+				'cost=t4_cost(depth) + %s')$f$, 10 * (d + 1));
+		INSERT INTO t4 VALUES (11, d + 1);
+	END IF;
+	RETURN 1;
+END $$;
+CREATE TRIGGER nested AFTER INSERT ON t4 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('bytes_per_tenant', 'tenant', 'cost=t4_cost(depth)');
+INSERT INTO t4 VALUES (11, 0);
+SELECT 100 - remaining AS consumed FROM rl_check('11', 'bytes_per_tenant', cost => 0);
+INSERT INTO t4 VALUES (11, 3);
+SELECT 100 - remaining AS consumed FROM rl_check('11', 'bytes_per_tenant', cost => 0);
+DROP TABLE t3, t4;
+DROP FUNCTION t4_cost(int);

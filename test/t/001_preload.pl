@@ -9,7 +9,17 @@ use Test::More;
 my $node = PostgreSQL::Test::Cluster->new('nopreload');
 $node->init;
 $node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+# CREATE EXTENSION succeeds, and says at once what is missing
+my ($ret, $out, $err) = $node->psql('postgres',
+	"\\set VERBOSITY verbose\nCREATE EXTENSION ratelimit");
+is($ret, 0, 'CREATE EXTENSION succeeds without preload');
+like($err, qr/WARNING:\s+01000: ratelimit must be loaded via "shared_preload_libraries"/,
+	'with a warning that the library is not preloaded');
+like($err, qr/HINT:\s+Add ratelimit to shared_preload_libraries in postgresql.conf and restart the server\./,
+	'whose hint says what to set');
+is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
+	$node->safe_psql('postgres', "SELECT default_version FROM pg_available_extensions WHERE name = 'ratelimit'"),
+	'the extension is installed');
 
 foreach my $call (
 	"SELECT rl_allow('k', 'token_bucket', 10)",
@@ -18,7 +28,7 @@ foreach my $call (
 	"SELECT rl_reset_all()",
 	"SELECT * FROM rl_store_info()")
 {
-	my ($ret, $out, $err) = $node->psql('postgres',
+	($ret, $out, $err) = $node->psql('postgres',
 		"\\set VERBOSITY verbose\n$call");
 	isnt($ret, 0, "fails without preload: $call");
 	like($err, qr/ERROR:\s+55000: ratelimit must be loaded via "shared_preload_libraries"/,
@@ -31,6 +41,10 @@ $node->append_conf('postgresql.conf', "shared_preload_libraries = 'ratelimit'");
 $node->restart;
 is($node->safe_psql('postgres', "SELECT rl_allow('k', 'token_bucket', 10)"),
 	't', 'works once preloaded');
+$node->safe_psql('postgres', 'CREATE DATABASE preloaded');
+($ret, $out, $err) = $node->psql('preloaded', 'CREATE EXTENSION ratelimit');
+is($ret, 0, 'CREATE EXTENSION once preloaded');
+is($err, '', 'without a warning');
 is($node->safe_psql('postgres', "SHOW ratelimit.max_keys"),
 	'100000', 'settings are defined');
 
@@ -43,7 +57,7 @@ note("ratelimit store: $size bytes, $per_key bytes per key");
 cmp_ok($per_key, '<', 128, 'under 128 bytes per key, hash table included');
 
 # the prefix is reserved: a typo in a setting is an error, not silence
-my ($ret, $out, $err) = $node->psql('postgres', "SET ratelimit.fail_mod = 'open'");
+($ret, $out, $err) = $node->psql('postgres', "SET ratelimit.fail_mod = 'open'");
 isnt($ret, 0, 'unknown ratelimit.* setting is refused');
 
 $node->stop;

@@ -1,6 +1,7 @@
-# The upgrade path: a database created with the previous release (0.1.0)
+# The upgrade path: a database created with the first release (0.1.0)
 # and updated with ALTER EXTENSION ratelimit UPDATE has exactly the objects
-# of a fresh install, and works.
+# of a fresh install, and works.  A database left at 0.2.0 works with this
+# library, and updating it keeps stored decisions, views and privileges.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -67,6 +68,68 @@ is($node->safe_psql('upgraded', "SELECT rl_reset('x', policy => 'p')"), '1',
 	'the replaced rl_reset works');
 is($node->safe_psql('upgraded', "SELECT allowed > 0 FROM rl_stats WHERE policy = 'p' AND datname = 'upgraded'"),
 	't', 'stats work after the update');
+
+# A database left at 0.2.0 keeps working with this library: results are
+# filled by column name, so its six-column rl_decision and eight-column
+# rl_check_all get what they define.
+$node->safe_psql('postgres', 'CREATE DATABASE at020');
+$node->safe_psql('at020', "CREATE EXTENSION ratelimit VERSION '0.2.0'");
+$node->safe_psql('at020', q{
+	INSERT INTO rl_policy (name, algo, "limit", per, burst) VALUES ('b', 'token_bucket', 5, '1 day', 10);
+	CREATE ROLE app;
+	REVOKE EXECUTE ON FUNCTION rl_check_all(text[], text[], bigint[], timestamptz) FROM PUBLIC;
+	GRANT EXECUTE ON FUNCTION rl_check_all(text[], text[], bigint[], timestamptz) TO app;
+	CREATE TABLE kept (d rl_decision);
+	INSERT INTO kept SELECT rl_check('kept', 'b');
+	CREATE VIEW looks AS SELECT * FROM rl_check('look', 'b', cost => 0);
+});
+is($node->safe_psql('at020', q{SELECT string_agg(attname, ',' ORDER BY attnum)
+	FROM pg_attribute WHERE attrelid = 'rl_decision'::regclass AND attnum > 0}),
+	'allowed,limit,remaining,retry_after,reset_at,delay', 'at 0.2.0: six columns');
+is($node->safe_psql('at020', q{SELECT allowed, "limit", remaining, retry_after, delay
+	FROM rl_check('d', 'token_bucket', 5, '1 day', burst => 10)}),
+	't|5|9|0|0', 'at 0.2.0: rl_check works with this library');
+is($node->safe_psql('at020', q{SELECT allowed, "limit", remaining FROM rl_check('p', 'b')}),
+	't|5|9', 'at 0.2.0: rl_check under a policy works');
+is($node->safe_psql('at020', q{SELECT * FROM rl_check_all(ARRAY['a'], ARRAY['b'])}) =~ s/\|[^|]*\|0$/|0/r,
+	'a|b|t|5|9|0|0', 'at 0.2.0: rl_check_all works, eight columns');
+is($node->safe_psql('at020', q{SELECT rl_headers(d) ->> 'X-RateLimit-Limit' FROM rl_check('h', 'b') d}),
+	'5', "at 0.2.0: rl_headers keeps 0.2.0's definition");
+
+# Updated: the decision gains capacity and per; what was stored, views and
+# the privileges on rl_check_all (created anew) are kept.
+$node->safe_psql('at020', 'ALTER EXTENSION ratelimit UPDATE');
+is($node->safe_psql('at020', q{SELECT allowed, "limit", remaining, capacity, extract(epoch FROM per)
+	FROM rl_check('d', 'token_bucket', 5, '1 day', burst => 10)}),
+	't|5|8|10|86400.000000', 'updated: rl_check reports capacity and per');
+is($node->safe_psql('at020', q{SELECT key, "limit", remaining, capacity, extract(epoch FROM per)
+	FROM rl_check_all(ARRAY['a'], ARRAY['b'])}),
+	'a|5|8|10|86400.000000', 'updated: rl_check_all too');
+is($node->safe_psql('at020', q{SELECT rl_headers(d) ->> 'X-RateLimit-Limit' FROM rl_check('h', 'b') d}),
+	'10', 'updated: X-RateLimit-Limit is the capacity');
+is($node->safe_psql('at020', 'SELECT (d).remaining, (d).capacity IS NULL FROM kept'),
+	'9|t', 'updated: a stored decision is kept, without a capacity');
+is($node->safe_psql('at020', 'SELECT remaining FROM looks'), '10',
+	'updated: a view over rl_check still works');
+is($node->safe_psql('at020', q{SELECT proacl FROM pg_proc WHERE proname = 'rl_check_all'}),
+	'{postgres=X/postgres,app=X/postgres}',
+	'updated: privileges on rl_check_all are kept');
+my ($dump, $dump_err) = run_command([ 'pg_dump', '--schema-only', '-d', $node->connstr('at020') ]);
+like($dump, qr/REVOKE ALL ON FUNCTION public\.rl_check_all\(.*\) FROM PUBLIC;\nGRANT ALL ON FUNCTION public\.rl_check_all\(.*\) TO app;/,
+	'and pg_dump dumps them, as for a new install');
+
+# What depends on rl_check_all (created anew) stops the update plainly.
+$node->safe_psql('postgres', 'CREATE DATABASE blocked');
+$node->safe_psql('blocked', q{
+	CREATE EXTENSION ratelimit VERSION '0.2.0';
+	CREATE VIEW checks AS SELECT * FROM rl_check_all(ARRAY['a'], ARRAY['b']);
+});
+($ret, $out, $err) = $node->psql('blocked', 'ALTER EXTENSION ratelimit UPDATE');
+like($err, qr/ERROR:  cannot update extension "ratelimit": function rl_check_all is used by rule _RETURN on view checks/,
+	'a view over rl_check_all stops the update, named');
+$node->safe_psql('blocked', 'DROP VIEW checks; ALTER EXTENSION ratelimit UPDATE');
+is($node->safe_psql('blocked', "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
+	$default, 'once it is dropped, the update runs');
 
 $node->stop;
 done_testing();
