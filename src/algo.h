@@ -55,12 +55,14 @@ typedef struct RlDecision
 	double		delay;			/* seconds; leaky_bucket only */
 	/* where the call consumed, for a refund (set by the backends): */
 	int64		time;			/* the call's time after the clamp (Unix us) */
+	uint64		incarnation;	/* the state's incarnation the call consumed from (a refund applies only to it) */
 	bool		stored;			/* recorded in the shared-memory store */
 	bool		remote;			/* recorded in Redis by an exact decision */
 	bool		leased;			/* spent from this backend's Redis lease */
 	bool		prechecked;		/* recorded in the store by hybrid's
 								 * pre-check, at precheck_time */
 	int64		precheck_time;
+	uint64		precheck_incarnation;	/* the pre-check's, likewise */
 	/* set by dispatch.c: */
 	bool		failed;			/* decided by fail_mode */
 	bool		shadowed;		/* denied, but allowed as a shadow */

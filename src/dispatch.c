@@ -115,6 +115,7 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 		/* recorded with the pre-check's parameters, not the request's */
 		d->prechecked = d->stored;
 		d->precheck_time = d->time;
+		d->precheck_incarnation = d->incarnation;
 		d->stored = false;
 		if (!d->allowed)
 			return;
@@ -125,6 +126,7 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 	{
 		remote.prechecked = d->prechecked;
 		remote.precheck_time = d->precheck_time;
+		remote.precheck_incarnation = d->precheck_incarnation;
 		*d = remote;
 	}
 	else if (fail_mode == RL_FAIL_LOCAL)
@@ -167,7 +169,9 @@ rl_decide(const RlRequest *req, RlDecision *d)
 /*
  * Give back what a decision consumed, wherever it was recorded: the store,
  * Redis, this backend's lease, hybrid's pre-check (refund.c calls this
- * when the decision's (sub)transaction aborts).  Never raises an error.
+ * when the decision's (sub)transaction aborts).  Each refund goes only to
+ * the incarnation of the state the decision consumed from.  Never raises
+ * an error.
  */
 void
 rl_give_back(const RlRequest *req, const RlDecision *d)
@@ -175,12 +179,13 @@ rl_give_back(const RlRequest *req, const RlDecision *d)
 	int64		cost = req->params.cost;
 
 	if (d->stored)
-		rl_store_refund(req, d->time, cost);
+		rl_store_refund(req, d->time, cost, d->incarnation);
 	if (d->prechecked)
 	{
 		RlRequest	pre = hybrid_precheck(req);
 
-		rl_store_refund(&pre, d->precheck_time, cost);
+		rl_store_refund(&pre, d->precheck_time, cost,
+						d->precheck_incarnation);
 	}
 	if (d->remote)
 		rl_redis_refund(req, d->time);
@@ -264,10 +269,12 @@ fail_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 		{
 			bool		pc = ds[i].prechecked;
 			int64		pt = ds[i].precheck_time;
+			uint64		pi = ds[i].precheck_incarnation;
 
 			rl_fail_decision(&reqs[i], now, mode == RL_FAIL_OPEN, &ds[i]);
 			ds[i].prechecked = pc;
 			ds[i].precheck_time = pt;
+			ds[i].precheck_incarnation = pi;
 		}
 	}
 	all = !closed;
@@ -309,6 +316,7 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 		{
 			ds[i].prechecked = ds[i].stored;
 			ds[i].precheck_time = ds[i].time;
+			ds[i].precheck_incarnation = ds[i].incarnation;
 			ds[i].stored = false;
 		}
 	}
@@ -320,6 +328,7 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 		{
 			remote[i].prechecked = ds[i].prechecked;
 			remote[i].precheck_time = ds[i].precheck_time;
+			remote[i].precheck_incarnation = ds[i].precheck_incarnation;
 			ds[i] = remote[i];
 			if (!ds[i].allowed && !reqs[i].shadow)
 				all = false;
@@ -333,7 +342,8 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 			if (ds[i].prechecked)
 			{
 				rl_store_refund(&pre[i], ds[i].precheck_time,
-								reqs[i].params.cost);
+								reqs[i].params.cost,
+								ds[i].precheck_incarnation);
 				ds[i].prechecked = false;
 			}
 	return all;

@@ -14,8 +14,9 @@
  *
  * Format (version RL_PERSIST_VERSION, native byte order):
  *	header	 magic, version, PG_VERSION_NUM, entry count
- *	entries	 dbid, algo, key length, last, idle_at, 24 bytes of state,
- *			 log length; then the key bytes and the log entries
+ *	entries	 dbid, algo, key length, log length, owner (database, role),
+ *			 last, idle_at, 24 bytes of state; then the key bytes and the
+ *			 log entries
  *	trailer	 CRC-32C of everything before it
  * A file that is short, has another magic or version, fails the CRC, or
  * follows an unclean shutdown is ignored with a LOG line.
@@ -42,7 +43,7 @@
 #define RL_PERSIST_FILE		"pg_stat/ratelimit.state"
 #define RL_PERSIST_TMP		"pg_stat/ratelimit.state.tmp"
 #define RL_PERSIST_MAGIC	0x524C5354	/* "RLST" */
-#define RL_PERSIST_VERSION	1
+#define RL_PERSIST_VERSION	2
 
 typedef struct RlPersistHeader
 {
@@ -59,6 +60,8 @@ typedef struct RlPersistEntry
 	int32		algo;
 	int32		keylen;
 	int32		nlog;
+	Oid			owner_dbid;
+	Oid			owner_roleid;
 	int64		last;
 	int64		idle_at;
 	char		state[24];
@@ -96,9 +99,13 @@ write_entry(const RlEntryImage *img, void *arg)
 	pe.algo = img->algo;
 	pe.keylen = img->keylen;
 	pe.nlog = img->nlog;
+	pe.owner_dbid = img->owner_dbid;
+	pe.owner_roleid = img->owner_roleid;
 	pe.last = img->last;
 	pe.idle_at = img->idle_at;
-	if (img->algo != RL_SLIDING_WINDOW_LOG)
+	if (img->algo == RL_SLIDING_WINDOW_LOG)
+		memcpy(pe.state, &img->logsum, sizeof(img->logsum));
+	else
 		memcpy(pe.state, &img->state, sizeof(pe.state));
 	write_bytes(w, &pe, sizeof(pe));
 	write_bytes(w, img->key, img->keylen);
@@ -307,7 +314,10 @@ rl_persist_load(void)
 
 		memcpy(&pe, data + pos, sizeof(pe));
 		pos += sizeof(pe);
+		memset(&img, 0, sizeof(img));
 		img.dbid = pe.dbid;
+		img.owner_dbid = pe.owner_dbid;
+		img.owner_roleid = pe.owner_roleid;
 		img.algo = (RlAlgo) pe.algo;
 		img.keylen = pe.keylen;
 		img.key = data + pos;
@@ -325,7 +335,7 @@ rl_persist_load(void)
 		}
 		img.log = log;
 
-		if (img.idle_at > now && rl_store_restore(&img))
+		if (img.idle_at > now && rl_store_restore(&img) == RL_RESTORED)
 			loaded++;
 		else
 			dropped++;
