@@ -7,6 +7,7 @@
 # and after a clean restart.  rl_owners and rl_status show who holds what.
 use strict;
 use warnings;
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -23,7 +24,7 @@ $node->start;
 $node->safe_psql('postgres', q{
 	CREATE DATABASE a;
 	CREATE DATABASE b;
-	CREATE ROLE flooder;
+	CREATE ROLE flooder LOGIN;
 	CREATE ROLE neighbour;
 	CREATE ROLE victim;
 });
@@ -178,9 +179,24 @@ $s = store();
 is($s->{pool_blocks} - $s->{pool_used}, int($s->{pool_blocks} / 16),
 	'the flooders, over their share, leave the pool\'s reserve alone');
 
+# while two sessions of the flooder go on calling new keys and its log
+my $script = $node->basedir . '/flood.sql';
+append_to_file($script, q{
+\set k random(1, 1000000000)
+SELECT rl_allow('bench:' || :k, 'fixed_window', 1, '36525 days');
+SELECT rl_allow('pin2', 'sliding_window_log', 1000000000000, '36525 days');
+});
+my ($out, $err) = ('', '');
+my $pgbench = IPC::Run::start(
+	[
+		'pgbench', '-n', '-c', '2', '-j', '2', '-t', '3000', '-f', $script,
+		'-h', $node->host, '-p', $node->port, '-U', 'flooder', 'a'
+	],
+	'>', \$out, '2>', \$err);
 exact('b', 'victim', 'closed', 'v3');
 exact('a', 'neighbour', 'closed', 'n3');
 exact('b', 'victim', 'open', 'v4');
+ok($pgbench->finish, 'the concurrent flood ran') or diag($err);
 
 # ---- a clean restart keeps the owners with their keys ----
 
