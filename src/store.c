@@ -23,13 +23,15 @@
  * a refund never lands on state created after the call it gives back for.
  *
  * Isolation: every entry belongs to an owner, the (database, role) whose
- * call created it, and its pool blocks count for that owner.  An owner's
- * fair share of entries (or of blocks) is the capacity over the number of
- * owners holding some.  One owner may use everything while no other needs
- * room; an owner under its share that finds no room evicts what an owner
- * over its share holds, and an owner at or over its share may not take
- * the last 1/16 of the pool.  So no database or role can take the store
- * or the pool from the others (docs/design.md, "Isolation").
+ * call created it, and its pool blocks count for that owner.  The capacity
+ * (entries, or blocks) is split evenly between the databases whose owners
+ * hold some, then between a database's owners: that is an owner's fair
+ * share.  One owner may use everything while no other needs room; an owner
+ * under its share that finds no room evicts what an owner over its share
+ * holds (of another database, only if that database is over its part),
+ * and an owner at or over its share may not take the last 1/16 of the
+ * pool.  So no database or role can take the store or the pool from the
+ * others (docs/design.md, "Isolation").
  *
  * Locking contract:
  *	- Every access to a partition's buckets, entries and counters holds that
@@ -156,18 +158,27 @@ typedef union RlPartition
 } RlPartition;
 
 /*
- * An owner: (database, role), or an overflow owner (roleid InvalidOid: a
- * database's; both InvalidOid: the store's).  dbid, roleid and in_use
- * change under the owner lock; the counters are atomic.
+ * An owner: (database, role).  The slot (database, InvalidOid) is the
+ * database's record: it counts the database's owners holding entries or
+ * blocks, and is also the owner its roles share when the table is full.
+ * Slot 0, (InvalidOid, InvalidOid), is both for the store.  dbid, roleid,
+ * in_use, db and members change under the owner lock; counters are atomic.
  */
 typedef struct RlOwner
 {
 	Oid			dbid;
 	Oid			roleid;
 	bool		in_use;
+	uint16		db;				/* the slot of its database's record */
+	int			members;		/* a record: role slots of its database */
 	pg_atomic_uint32 pins;		/* backends that cache this slot */
 	pg_atomic_uint32 entries;
 	pg_atomic_uint32 blocks;
+	pg_atomic_uint32 entry_owners;	/* a record: its database's owners
+									 * holding entries */
+	pg_atomic_uint32 block_owners;	/* ... holding pool blocks */
+	pg_atomic_uint32 db_entries;	/* a record: its database's entries */
+	pg_atomic_uint32 db_blocks;	/* ... and pool blocks */
 	pg_atomic_uint64 hint;		/* one of its block holders: (entry + 1) <<
 								 * 32 | its blocks; 0 if none known */
 	pg_atomic_uint64 evicted;
@@ -181,8 +192,8 @@ typedef struct RlStoreHeader
 	uint32		nblocks;		/* pool size */
 	uint32		pool_reserve;	/* blocks left to owners under their share */
 	int			nowners;		/* owner slots */
-	pg_atomic_uint32 entry_owners;	/* owners holding entries */
-	pg_atomic_uint32 block_owners;	/* owners holding pool blocks */
+	pg_atomic_uint32 entry_dbs;	/* databases whose owners hold entries */
+	pg_atomic_uint32 block_dbs; /* databases whose owners hold blocks */
 	slock_t		pool_lock;
 	uint32		pool_free;		/* free blocks, linked by pool_next */
 	uint32		pool_nfree;
@@ -272,15 +283,25 @@ owner_lock(void)
 	return &rl_locks[rl_store->nparts].lock;
 }
 
-/* Make slot i an owner that holds nothing. */
+/*
+ * Make slot i an owner that holds nothing, of the database whose record is
+ * slot db (-1: slot i is that record).  A role slot taken over from an
+ * idle owner leaves its old database.  The owner lock is held.
+ */
 static int
-owner_init(int i, Oid dbid, Oid roleid)
+owner_init(int i, Oid dbid, Oid roleid, int db)
 {
 	RlOwner    *o = &rl_owner_slots[i];
 
+	if (o->in_use && o->db != i)
+		rl_owner_slots[o->db].members--;
 	o->dbid = dbid;
 	o->roleid = roleid;
 	o->in_use = true;
+	o->db = (uint16) (db < 0 ? i : db);
+	o->members = 0;
+	if (db >= 0)
+		rl_owner_slots[db].members++;
 	pg_atomic_write_u64(&o->hint, 0);
 	pg_atomic_write_u64(&o->evicted, 0);
 	pg_atomic_write_u64(&o->refused, 0);
@@ -325,8 +346,8 @@ rl_store_startup(void)
 	rl_store->nblocks = nblocks;
 	rl_store->pool_reserve = nblocks / RL_POOL_RESERVE_DIV;
 	rl_store->nowners = rl_max_owners;
-	pg_atomic_init_u32(&rl_store->entry_owners, 0);
-	pg_atomic_init_u32(&rl_store->block_owners, 0);
+	pg_atomic_init_u32(&rl_store->entry_dbs, 0);
+	pg_atomic_init_u32(&rl_store->block_dbs, 0);
 	SpinLockInit(&rl_store->pool_lock);
 	rl_store->pool_free = nblocks > 0 ? 0 : RL_NIL;
 	rl_store->pool_nfree = nblocks;
@@ -338,14 +359,20 @@ rl_store_startup(void)
 		RlOwner    *o = &rl_owner_slots[i];
 
 		o->in_use = false;
+		o->db = 0;
+		o->members = 0;
 		pg_atomic_init_u32(&o->pins, 0);
 		pg_atomic_init_u32(&o->entries, 0);
 		pg_atomic_init_u32(&o->blocks, 0);
+		pg_atomic_init_u32(&o->entry_owners, 0);
+		pg_atomic_init_u32(&o->block_owners, 0);
+		pg_atomic_init_u32(&o->db_entries, 0);
+		pg_atomic_init_u32(&o->db_blocks, 0);
 		pg_atomic_init_u64(&o->hint, 0);
 		pg_atomic_init_u64(&o->evicted, 0);
 		pg_atomic_init_u64(&o->refused, 0);
 	}
-	owner_init(RL_OWNER_OVERFLOW, InvalidOid, InvalidOid);
+	owner_init(RL_OWNER_OVERFLOW, InvalidOid, InvalidOid, -1);
 
 	for (i = 0; i < nparts; i++)
 	{
@@ -379,15 +406,17 @@ rl_store_ready(void)
 /* ---- owners ---- */
 
 /*
- * Can the slot be handed to another owner?  It holds nothing and no backend
- * caches it, so nothing can start counting on it: entries are created only
- * for owners a backend has pinned (or by the postmaster at start).  The
- * owner lock is held.
+ * Can the slot be handed to another owner?  It holds nothing, no backend
+ * caches it, and (a database's record) no role slot refers to it, so
+ * nothing can start counting on it: entries are created only for owners a
+ * backend has pinned (or by the postmaster at start).  The owner lock is
+ * held.
  */
 static bool
 owner_idle(RlOwner *o)
 {
-	return pg_atomic_read_u32(&o->pins) == 0 &&
+	return o->members == 0 &&
+		pg_atomic_read_u32(&o->pins) == 0 &&
 		pg_atomic_read_u32(&o->entries) == 0 &&
 		pg_atomic_read_u32(&o->blocks) == 0;
 }
@@ -420,10 +449,11 @@ owner_lookup(Oid dbid, Oid roleid, int *free_slot, int *nfree)
 }
 
 /*
- * The slot for (dbid, roleid), claimed if need be.  A role gets its own
- * slot while more than the reserve is free; otherwise it counts under its
- * database's overflow owner, and when even the reserve is taken under the
- * store's.  The owner lock is held exclusively (or no other process runs).
+ * The slot for (dbid, roleid), claimed if need be, with its database's
+ * record.  A role gets its own slot while more than the reserve is free;
+ * otherwise it counts under its database's record (the database's
+ * overflow owner), and when even the reserve is taken under the store's.
+ * The owner lock is held exclusively (or no other process runs).
  */
 static int
 owner_claim(Oid dbid, Oid roleid)
@@ -431,15 +461,29 @@ owner_claim(Oid dbid, Oid roleid)
 	int			free_slot;
 	int			nfree;
 	int			slot = owner_lookup(dbid, roleid, &free_slot, &nfree);
+	int			db;
 
 	if (slot >= 0)
 		return slot;
-	if (OidIsValid(roleid) ?
-		nfree > rl_store->nowners / RL_OWNER_RESERVE_DIV : nfree > 0)
-		return owner_init(free_slot, dbid, roleid);
-	if (!OidIsValid(roleid) || !OidIsValid(dbid))
+	if (!OidIsValid(dbid))
 		return RL_OWNER_OVERFLOW;
-	return owner_claim(dbid, InvalidOid);
+	db = owner_lookup(dbid, InvalidOid, &free_slot, &nfree);
+	if (db < 0)
+	{
+		if (nfree == 0)
+			return RL_OWNER_OVERFLOW;
+		db = owner_init(free_slot, dbid, InvalidOid, -1);
+	}
+	if (!OidIsValid(roleid))
+		return db;
+
+	/* the record counts as in use while the role's slot is looked for */
+	rl_owner_slots[db].members++;
+	(void) owner_lookup(dbid, roleid, &free_slot, &nfree);
+	rl_owner_slots[db].members--;
+	if (nfree <= rl_store->nowners / RL_OWNER_RESERVE_DIV)
+		return db;
+	return owner_init(free_slot, dbid, roleid, db);
 }
 
 typedef struct RlOwnerCached
@@ -523,43 +567,115 @@ owner_held(uint16 owner, bool blocks)
 }
 
 /*
- * Count delta more entries (or blocks) for the owner, and keep the number
- * of owners holding some.  Under the partition lock of the entry concerned.
+ * Add delta to a counter of holders; report whether it went from zero to
+ * more (1), back to zero (-1), or neither (0).
+ */
+static int
+holders_add(pg_atomic_uint32 *counter, int32 delta)
+{
+	uint32		before = pg_atomic_fetch_add_u32(counter, delta);
+
+	Assert(delta > 0 || before >= (uint32) -delta);
+	if (before == 0)
+		return 1;
+	return (int64) before + delta == 0 ? -1 : 0;
+}
+
+/*
+ * Count delta more entries (or blocks) for the owner and its database, and
+ * keep the number of the database's owners holding some, and of databases
+ * whose owners do.  Under the partition lock of the entry concerned.
  */
 static void
 owner_count(uint16 owner, bool blocks, int32 delta)
 {
 	RlOwner    *o = &rl_owner_slots[owner];
-	pg_atomic_uint32 *active = blocks ? &rl_store->block_owners :
-		&rl_store->entry_owners;
-	uint32		before;
+	RlOwner    *db = &rl_owner_slots[o->db];
+	int			change;
 
 	if (delta == 0)
 		return;
-	before = pg_atomic_fetch_add_u32(blocks ? &o->blocks : &o->entries, delta);
-	Assert(delta > 0 || before >= (uint32) -delta);
-	if (before == 0)
-		pg_atomic_fetch_add_u32(active, 1);
-	else if ((int64) before + delta == 0)
-		pg_atomic_fetch_sub_u32(active, 1);
+	pg_atomic_fetch_add_u32(blocks ? &db->db_blocks : &db->db_entries, delta);
+	change = holders_add(blocks ? &o->blocks : &o->entries, delta);
+	if (change != 0 &&
+		holders_add(blocks ? &db->block_owners : &db->entry_owners,
+					change) != 0)
+		holders_add(blocks ? &rl_store->block_dbs : &rl_store->entry_dbs,
+					change);
 }
 
 /*
- * The owner's fair share of the entries (or of the pool's blocks): the
- * capacity over the owners holding some, this one included.
+ * Fair shares of entries (or pool blocks) as seen by one call, on behalf
+ * of an owner: the capacity is split evenly between the databases whose
+ * owners hold some, then a database's share between its owners holding
+ * some; the call's owner and its database count as holding some.
+ * Splitting by database first keeps a database with many roles from
+ * taking the share of the others.  Read without a lock: a heuristic.
  */
-static uint64
-fair_share(uint16 owner, bool blocks)
+typedef struct RlShares
 {
+	bool		blocks;
+	uint64		db_share;		/* each database's */
+	uint16		owner;			/* the owner the call acts for */
+	uint16		db;				/* its database's record */
+} RlShares;
+
+static void
+shares_init(RlShares *sh, uint16 owner, bool blocks)
+{
+	RlOwner    *db = &rl_owner_slots[rl_owner_slots[owner].db];
 	uint64		capacity = blocks ? rl_store->nblocks :
 		(uint64) rl_store->nparts * rl_store->per_part;
-	int32		active = (int32) pg_atomic_read_u32(blocks ?
-													&rl_store->block_owners :
-													&rl_store->entry_owners);
+	int32		ndbs = (int32) pg_atomic_read_u32(blocks ? &rl_store->block_dbs :
+												  &rl_store->entry_dbs);
 
-	if (owner_held(owner, blocks) == 0)
-		active++;
-	return capacity / Max(active, 1);
+	if (pg_atomic_read_u32(blocks ? &db->block_owners : &db->entry_owners) == 0)
+		ndbs++;
+	sh->blocks = blocks;
+	sh->db_share = capacity / Max(ndbs, 1);
+	sh->owner = owner;
+	sh->db = rl_owner_slots[owner].db;
+}
+
+/* An owner's fair share: its database's, over the database's owners. */
+static uint64
+share_of(const RlShares *sh, uint16 owner)
+{
+	uint16		dbslot = rl_owner_slots[owner].db;
+	RlOwner    *db = &rl_owner_slots[dbslot];
+	int32		nowners = (int32) pg_atomic_read_u32(sh->blocks ?
+													 &db->block_owners :
+													 &db->entry_owners);
+
+	if (dbslot == sh->db && owner_held(sh->owner, sh->blocks) == 0)
+		nowners++;
+	return sh->db_share / Max(nowners, 1);
+}
+
+/* Does the owner hold less than its fair share? */
+static inline bool
+owner_under(const RlShares *sh, uint16 owner)
+{
+	return owner_held(owner, sh->blocks) < share_of(sh, owner);
+}
+
+/*
+ * May an owner under its share evict what this owner holds?  Only if this
+ * owner holds more than its own share, and, in another database, if that
+ * database holds more than a database's share: an owner within its share
+ * is never evicted, nor a database within its share for another's sake.
+ */
+static bool
+owner_evictable(const RlShares *sh, uint16 owner)
+{
+	uint16		dbslot = rl_owner_slots[owner].db;
+	RlOwner    *db = &rl_owner_slots[dbslot];
+
+	if (owner_held(owner, sh->blocks) <= share_of(sh, owner))
+		return false;
+	return dbslot == sh->db ||
+		pg_atomic_read_u32(sh->blocks ? &db->db_blocks :
+						   &db->db_entries) > sh->db_share;
 }
 
 /* hint values: an entry and its block count */
@@ -821,13 +937,14 @@ partition_make_room(int partno, int64 before, const RlCall *call)
 {
 	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32		base = (uint32) partno * rl_store->per_part;
-	uint64		share = fair_share(call->owner, false);
-	bool		may_evict = !call->restoring &&
-		owner_held(call->owner, false) < share;
+	RlShares	sh;
+	bool		may_evict;
 	RlEntry    *candidate = NULL;
 	int			scanned;
 	int			freed = 0;
 
+	shares_init(&sh, call->owner, false);
+	may_evict = !call->restoring && owner_under(&sh, call->owner);
 	for (scanned = 0; scanned < RL_RECLAIM_SCAN && freed < RL_RECLAIM_FREE;
 		 scanned++)
 	{
@@ -844,7 +961,7 @@ partition_make_room(int partno, int64 before, const RlCall *call)
 		}
 		else if (may_evict && e != call->busy &&
 				 (candidate == NULL || e->idle_at < candidate->idle_at) &&
-				 owner_held(e->owner, false) > share)
+				 owner_evictable(&sh, e->owner))
 			candidate = e;
 	}
 	part->reclaimed += freed;
@@ -891,12 +1008,12 @@ evict_hinted(const RlCall *call, uint16 owner)
 }
 
 /*
- * Evict the entry with the most pool blocks, of an owner holding more than
- * "share" of them, among the entries the clock hand of the call's
- * partition looks at next.  Returns whether an entry was evicted.
+ * Evict the entry with the most pool blocks, of an owner whose blocks may
+ * be evicted, among the entries the clock hand of the call's partition
+ * looks at next.  Returns whether an entry was evicted.
  */
 static bool
-evict_nearby(const RlCall *call, uint64 share)
+evict_nearby(const RlCall *call, const RlShares *sh)
 {
 	RlPartitionData *part = &rl_store->parts[call->partno].d;
 	uint32		base = (uint32) call->partno * rl_store->per_part;
@@ -915,7 +1032,7 @@ evict_nearby(const RlCall *call, uint64 share)
 		if (!(e->flags & RL_ENTRY_USED) || e == call->busy)
 			continue;
 		blocks = entry_blocks(e);
-		if (blocks > best_blocks && owner_held(e->owner, true) > share)
+		if (blocks > best_blocks && owner_evictable(sh, e->owner))
 		{
 			best = e;
 			best_blocks = blocks;
@@ -928,13 +1045,13 @@ evict_nearby(const RlCall *call, uint64 share)
 }
 
 /*
- * The pool is empty and an owner under its fair share ("share" blocks)
- * needs a block: evict a block holder of the owner most over its share,
- * the one its hint names, or else one near the call's partition's hand.
- * Returns whether blocks were freed.
+ * The pool is empty and an owner under its fair share needs a block: evict
+ * a block holder of the evictable owner holding most blocks, the one its
+ * hint names, or else one near the call's partition's hand.  Returns
+ * whether blocks were freed.
  */
 static bool
-block_evict(const RlCall *call, uint64 share)
+block_evict(const RlCall *call, const RlShares *sh)
 {
 	int			best = -1;
 	uint32		best_held = 0;
@@ -944,8 +1061,9 @@ block_evict(const RlCall *call, uint64 share)
 	{
 		uint32		held = owner_held((uint16) i, true);
 
-		if (held > share && held > best_held &&
-			pg_atomic_read_u64(&rl_owner_slots[i].hint) != 0)
+		if (held > best_held &&
+			pg_atomic_read_u64(&rl_owner_slots[i].hint) != 0 &&
+			owner_evictable(sh, (uint16) i))
 		{
 			best = i;
 			best_held = held;
@@ -953,7 +1071,7 @@ block_evict(const RlCall *call, uint64 share)
 	}
 	if (best >= 0 && evict_hinted(call, (uint16) best))
 		return true;
-	return evict_nearby(call, share);
+	return evict_nearby(call, sh);
 }
 
 /*
@@ -965,16 +1083,16 @@ block_evict(const RlCall *call, uint64 share)
 static uint32
 block_take(RlCall *call, uint16 owner)
 {
-	uint64		share;
+	RlShares	sh;
 	bool		under;
 	uint32		block;
 
 	if (call->restoring)
 		return pool_pop(true);
-	share = fair_share(owner, true);
-	under = owner_held(owner, true) < share;
+	shares_init(&sh, owner, true);
+	under = owner_under(&sh, owner);
 	block = pool_pop(under);
-	if (block == RL_NIL && under && block_evict(call, share))
+	if (block == RL_NIL && under && block_evict(call, &sh))
 		block = pool_pop(true);
 	return block;
 }

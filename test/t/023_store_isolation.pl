@@ -218,5 +218,29 @@ exact('a', 'neighbour', 'closed', 'n5');
 exact('a', 'neighbour', 'open', 'n6');
 is(owners()->{'b/victim'}{refused}, 0, 'rl_owners: the victim was never refused');
 
+# ---- many roles of one database ----
+# Shares are split by database first: seven more flooding roles in the
+# flooder's database (made by whoever may create roles there) leave the
+# victim's database its half of the store, shared by its two owners (the
+# victim and the flooder's session there): a quarter, not an eleventh.
+foreach my $n (2 .. 8)
+{
+	sql('postgres', "CREATE ROLE flooder$n");
+	as_role('a', "flooder$n", 'open', qq{
+		SELECT count(*) FROM generate_series(1, 1000) i
+		WHERE rl_allow('f$n:' || i, 'fixed_window', 1, '36525 days')});
+}
+$o = owners();
+my $victim_keys = $o->{'b/victim'}{keys};
+cmp_ok($victim_keys + 100, '<', int(store()->{capacity} / 4),
+	"the victim ($victim_keys keys) has room for 100 more within a quarter");
+cmp_ok($victim_keys + 100, '>', int(store()->{capacity} / 11),
+	'which is more than an eleventh of the store');
+is(as_role('b', 'victim', 'closed', q{
+	SELECT count(*) FILTER (WHERE rl_allow('many:' || i, 'fixed_window', 1, '36525 days'))
+	FROM generate_series(1, 100) i}),
+	'100', 'eleven owners, two databases: the victim\'s 100 new keys are all tracked');
+is(owners()->{'b/victim'}{refused}, 0, 'rl_owners: and none was refused');
+
 $node->stop;
 done_testing();
