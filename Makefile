@@ -32,11 +32,12 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 # directory first).
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
-	policy trigger refund multi wait headers observability refund_aggregate
+	policy trigger refund refund_incarnation multi wait headers observability \
+	refund_aggregate
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
-ISOLATION = concurrent_key policy_reload
+ISOLATION = concurrent_key policy_reload refund_after_reset
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

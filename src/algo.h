@@ -63,7 +63,7 @@ typedef struct RlDecision
 	bool		prechecked;		/* recorded in the store by hybrid's
 								 * pre-check, at precheck_time */
 	int64		precheck_time;
-	uint64		precheck_incarnation;
+	uint64		precheck_incarnation;	/* the pre-check's, likewise */
 	/* set by dispatch.c: */
 	bool		failed;			/* decided by fail_mode */
 	bool		shadowed;		/* denied, but allowed as a shadow */

@@ -23,10 +23,6 @@
 #include "backend.h"
 #include "store.h"
 
-/* accepted range of "at" (Unix us, about +-36000 years) and of "per" */
-#define RL_MAX_ABS_TIME		((int64) 1 << 60)
-#define RL_MAX_PER			(INT64CONST(36525) * USECS_PER_DAY) /* 100 years */
-
 /* role whose members may pass an explicit "at", besides superusers */
 #define RL_ADMIN_ROLE		"ratelimit_admin"
 

@@ -115,6 +115,7 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 		/* recorded with the pre-check's parameters, not the request's */
 		d->prechecked = d->stored;
 		d->precheck_time = d->time;
+		d->precheck_incarnation = d->incarnation;
 		d->stored = false;
 		if (!d->allowed)
 			return;
@@ -125,6 +126,7 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 	{
 		remote.prechecked = d->prechecked;
 		remote.precheck_time = d->precheck_time;
+		remote.precheck_incarnation = d->precheck_incarnation;
 		*d = remote;
 	}
 	else if (fail_mode == RL_FAIL_LOCAL)
@@ -221,7 +223,7 @@ rl_refund_receipt(const RlRequest *req, const RlReceipt *r)
 	switch (r->engine)
 	{
 		case RL_ENGINE_STORE:
-			rl_store_refund(&q, r->time, r->params.cost);
+			rl_store_refund(&q, r->time, r->params.cost, r->incarnation);
 			break;
 		case RL_ENGINE_REDIS:
 			rl_redis_refund(&q, r->time, r->incarnation);
@@ -323,10 +325,12 @@ fail_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 		{
 			bool		pc = ds[i].prechecked;
 			int64		pt = ds[i].precheck_time;
+			uint64		pi = ds[i].precheck_incarnation;
 
 			rl_fail_decision(&reqs[i], now, mode == RL_FAIL_OPEN, &ds[i]);
 			ds[i].prechecked = pc;
 			ds[i].precheck_time = pt;
+			ds[i].precheck_incarnation = pi;
 		}
 	}
 	all = !closed;
@@ -368,6 +372,7 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 		{
 			ds[i].prechecked = ds[i].stored;
 			ds[i].precheck_time = ds[i].time;
+			ds[i].precheck_incarnation = ds[i].incarnation;
 			ds[i].stored = false;
 		}
 	}
@@ -379,6 +384,7 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 		{
 			remote[i].prechecked = ds[i].prechecked;
 			remote[i].precheck_time = ds[i].precheck_time;
+			remote[i].precheck_incarnation = ds[i].precheck_incarnation;
 			ds[i] = remote[i];
 			if (!ds[i].allowed && !reqs[i].shadow)
 				all = false;
@@ -392,7 +398,8 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 			if (ds[i].prechecked)
 			{
 				rl_store_refund(&pre[i], ds[i].precheck_time,
-								reqs[i].params.cost);
+								reqs[i].params.cost,
+								ds[i].precheck_incarnation);
 				ds[i].prechecked = false;
 			}
 	return all;

@@ -69,6 +69,7 @@ PG_FUNCTION_INFO_V1(rl_wait_policy);
 PG_FUNCTION_INFO_V1(rl_reset);
 PG_FUNCTION_INFO_V1(rl_reset_all);
 PG_FUNCTION_INFO_V1(rl_store_info);
+PG_FUNCTION_INFO_V1(rl_owners);
 PG_FUNCTION_INFO_V1(rl_stats);
 PG_FUNCTION_INFO_V1(rl_stats_reset);
 PG_FUNCTION_INFO_V1(rl_stats_info);
@@ -668,8 +669,9 @@ rl_store_info(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
 	RlStoreStats s;
-	Datum		values[7];
-	bool		nulls[7] = {false, false, false, false, false, false, false};
+	Datum		values[9];
+	bool		nulls[9] = {false, false, false, false, false, false, false,
+	false, false};
 
 	rl_require_store();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -684,7 +686,45 @@ rl_store_info(PG_FUNCTION_ARGS)
 	values[4] = Int64GetDatum(s.reclaimed);
 	values[5] = Int64GetDatum(s.refused);
 	values[6] = Int32GetDatum(s.partitions);
+	values[7] = Int64GetDatum(s.evicted);
+	values[8] = Int32GetDatum(s.owners);
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * rl_owners() returns setof (dbid, roleid, keys, pool_blocks, evicted,
+ * refused): what each owner of the store's entries holds, in every
+ * database.  An overflow owner has a NULL roleid (a database's) or NULL
+ * dbid and roleid (the store's).
+ */
+Datum
+rl_owners(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RlOwnerImage *owners;
+	int			n;
+	int			i;
+
+	rl_require_store();
+	owners = palloc(sizeof(RlOwnerImage) * rl_store_max_owners());
+	n = rl_store_owners(owners);
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, false};
+
+		values[0] = ObjectIdGetDatum(owners[i].dbid);
+		nulls[0] = !OidIsValid(owners[i].dbid);
+		values[1] = ObjectIdGetDatum(owners[i].roleid);
+		nulls[1] = !OidIsValid(owners[i].roleid);
+		values[2] = Int64GetDatum(owners[i].keys);
+		values[3] = Int64GetDatum(owners[i].pool_blocks);
+		values[4] = Int64GetDatum(owners[i].evicted);
+		values[5] = Int64GetDatum(owners[i].refused);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }
 
 /*

@@ -20,6 +20,7 @@
 
 int			rl_max_keys = 100000;
 int			rl_pool_size = 16384;	/* kB */
+int			rl_max_owners = 1024;
 int			rl_fail_mode = RL_FAIL_OPEN;
 bool		rl_refund_on_rollback = false;
 int			rl_backend = RL_BACKEND_LOCAL;
@@ -129,10 +130,18 @@ rl_guc_init(void)
 
 	DefineCustomIntVariable("ratelimit.pool_size",
 							"Shared memory for sliding_window_log entries and long keys.",
-							"Held in 64-byte blocks: four log entries, or 64 bytes of a key past its first 56.",
+							"Held in 64-byte blocks: four log entries, or 64 bytes of a key past its first 50.",
 							&rl_pool_size,
 							16384, 64, 64 * 1024 * 1024,
 							PGC_POSTMASTER, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("ratelimit.max_owners",
+							"Number of (database, role) owners whose shares of the store are kept apart.",
+							"Owners beyond it share an overflow owner per database (see docs/design.md).",
+							&rl_max_owners,
+							1024, 16, 65535,
+							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("ratelimit.fail_mode",

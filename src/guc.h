@@ -20,6 +20,7 @@ typedef enum RlFailMode
 
 extern int	rl_max_keys;
 extern int	rl_pool_size;
+extern int	rl_max_owners;
 extern int	rl_fail_mode;
 extern bool rl_refund_on_rollback;
 

@@ -14,11 +14,19 @@
  *
  * Format (version RL_PERSIST_VERSION, native byte order):
  *	header	 magic, version, PG_VERSION_NUM, entry count
- *	entries	 dbid, algo, key length, last, idle_at, 24 bytes of state,
- *			 log length; then the key bytes and the log entries
- *	trailer	 CRC-32C of everything before it
- * A file that is short, has another magic or version, fails the CRC, or
- * follows an unclean shutdown is ignored with a LOG line.
+ *	entries	 RlPersistEntry: database, algorithm, key length, log length,
+ *			 owner (database, role), last, idle_at, 24 bytes of state (a
+ *			 sliding log: the sum of its costs); then the key bytes and
+ *			 the log entries (time, cost)
+ *	trailer	 CRC-32C of the entries, then of the header
+ *
+ * The file is not trusted.  Only a regular file is read, opened without
+ * blocking (a FIFO at the path must not hang the start).  A file that is
+ * short, of another magic or version, fails its CRC or follows an unclean
+ * shutdown is ignored whole.  Each entry is checked against what a call
+ * could have produced, with the ranges the SQL functions apply to their
+ * arguments (args.h); an entry that fails is dropped, and the drops are
+ * logged once, with a count per reason.
  *
  * Runs only in the postmaster, when no backend exists: the store's locks
  * are not taken.
@@ -27,22 +35,36 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
+#include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
+#include "utils/memutils.h"
 
+#include "algo_common.h"
+#include "args.h"
 #include "backend.h"
 #include "persist.h"
 #include "store.h"
 
-#define RL_PERSIST_FILE		"pg_stat/ratelimit.state"
-#define RL_PERSIST_TMP		"pg_stat/ratelimit.state.tmp"
+#define RL_PERSIST_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ratelimit.state"
+#define RL_PERSIST_TMP		RL_PERSIST_FILE ".tmp"
 #define RL_PERSIST_MAGIC	0x524C5354	/* "RLST" */
-#define RL_PERSIST_VERSION	1
+#define RL_PERSIST_VERSION	2
+
+/*
+ * A saved key whose latest time is further ahead of the clock at start
+ * than this (us) is dropped: every call would be clamped to that time.
+ * The margin allows for a clock stepped back between stop and start.
+ */
+#define RL_PERSIST_FUTURE	(60 * USECS_PER_SEC)
 
 typedef struct RlPersistHeader
 {
@@ -59,6 +81,8 @@ typedef struct RlPersistEntry
 	int32		algo;
 	int32		keylen;
 	int32		nlog;
+	Oid			owner_dbid;
+	Oid			owner_roleid;
 	int64		last;
 	int64		idle_at;
 	char		state[24];
@@ -66,23 +90,98 @@ typedef struct RlPersistEntry
 
 StaticAssertDecl(sizeof(((RlEntryImage *) 0)->state) == 24,
 				 "saved state size must match the store's");
+StaticAssertDecl(sizeof(RlPersistEntry) == 64,
+				 "the saved entry has no padding");
+
+/* Why an entry of the file was not restored */
+typedef enum RlSkip
+{
+	SKIP_IDLE,					/* back to a new key's state: not needed */
+	SKIP_NO_ROOM,				/* the store is smaller now */
+	SKIP_ALGO,					/* the rest: invalid */
+	SKIP_KEY,
+	SKIP_OWNER,
+	SKIP_TIME,
+	SKIP_FUTURE,
+	SKIP_STATE,
+	SKIP_LOG,
+	SKIP_DUPLICATE,
+	SKIP_NREASONS
+} RlSkip;
+
+static const char *const skip_reasons[SKIP_NREASONS] = {
+	[SKIP_IDLE] = "idle",
+	[SKIP_NO_ROOM] = "without room",
+	[SKIP_ALGO] = "with an unknown algorithm",
+	[SKIP_KEY] = "with a key too long",
+	[SKIP_OWNER] = "with an owner of another database",
+	[SKIP_TIME] = "with a time out of range",
+	[SKIP_FUTURE] = "with a time in the future",
+	[SKIP_STATE] = "with a window or count out of range",
+	[SKIP_LOG] = "with a log out of order, a cost not positive or a wrong sum",
+	[SKIP_DUPLICATE] = "duplicate",
+};
+
+/* ---- writing ---- */
+
+#define RL_WRITE_BUFFER		65536
 
 typedef struct RlWriter
 {
-	FILE	   *file;
+	int			fd;
 	pg_crc32c	crc;
 	uint64		count;
 	bool		failed;
+	int			used;			/* bytes in buf */
+	char	   *buf;
 } RlWriter;
 
+/* Write out the buffer. */
 static void
-write_bytes(RlWriter *w, const void *data, size_t len)
+writer_flush(RlWriter *w)
 {
-	if (w->failed || len == 0)
-		return;
-	COMP_CRC32C(w->crc, data, len);
-	if (fwrite(data, 1, len, w->file) != len)
-		w->failed = true;
+	char	   *p = w->buf;
+
+	while (!w->failed && w->used > 0)
+	{
+		ssize_t		n;
+
+		errno = 0;
+		n = write(w->fd, p, w->used);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+		{
+			/* a short write without an error means no space */
+			if (errno == 0)
+				errno = ENOSPC;
+			w->failed = true;
+			break;
+		}
+		p += n;
+		w->used -= (int) n;
+	}
+}
+
+/* Append bytes to the file, through the buffer; crc says whether they count. */
+static void
+writer_put(RlWriter *w, const void *data, size_t len, bool crc)
+{
+	const char *p = data;
+
+	if (crc)
+		COMP_CRC32C(w->crc, data, len);
+	while (!w->failed && len > 0)
+	{
+		size_t		n = Min(len, (size_t) (RL_WRITE_BUFFER - w->used));
+
+		memcpy(w->buf + w->used, p, n);
+		w->used += (int) n;
+		p += n;
+		len -= n;
+		if (w->used == RL_WRITE_BUFFER)
+			writer_flush(w);
+	}
 }
 
 static void
@@ -96,19 +195,24 @@ write_entry(const RlEntryImage *img, void *arg)
 	pe.algo = img->algo;
 	pe.keylen = img->keylen;
 	pe.nlog = img->nlog;
+	pe.owner_dbid = img->owner_dbid;
+	pe.owner_roleid = img->owner_roleid;
 	pe.last = img->last;
 	pe.idle_at = img->idle_at;
-	if (img->algo != RL_SLIDING_WINDOW_LOG)
+	if (img->algo == RL_SLIDING_WINDOW_LOG)
+		memcpy(pe.state, &img->logsum, sizeof(img->logsum));
+	else
 		memcpy(pe.state, &img->state, sizeof(pe.state));
-	write_bytes(w, &pe, sizeof(pe));
-	write_bytes(w, img->key, img->keylen);
-	write_bytes(w, img->log, sizeof(RlLogEntry) * img->nlog);
+	writer_put(w, &pe, sizeof(pe), true);
+	writer_put(w, img->key, img->keylen, true);
+	writer_put(w, img->log, sizeof(RlLogEntry) * img->nlog, true);
 	w->count++;
 }
 
 /*
  * on_shmem_exit callback of the postmaster: save the state, unless the
- * exit is abnormal.
+ * exit is abnormal.  The temporary file is made anew (never opened if
+ * something else is at its path).
  */
 void
 rl_persist_shutdown(int code, Datum arg)
@@ -119,23 +223,25 @@ rl_persist_shutdown(int code, Datum arg)
 	if (code != 0 || !rl_store_ready())
 		return;
 
-	w.file = AllocateFile(RL_PERSIST_TMP, PG_BINARY_W);
-	if (w.file == NULL)
+	(void) unlink(RL_PERSIST_TMP);
+	w.fd = OpenTransientFile(RL_PERSIST_TMP,
+							 O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
+	if (w.fd < 0)
 	{
 		ereport(LOG,
 				(errcode_for_file_access(),
-				 errmsg("could not write ratelimit state file \"%s\": %m",
-						RL_PERSIST_TMP)));
+				 errmsg("could not create file \"%s\": %m", RL_PERSIST_TMP)));
 		return;
 	}
+	w.buf = palloc(RL_WRITE_BUFFER);
+	w.used = 0;
 	INIT_CRC32C(w.crc);
 	w.count = 0;
 	w.failed = false;
 
 	/* a header with count 0 first; rewritten once the count is known */
 	memset(&header, 0, sizeof(header));
-	if (fwrite(&header, sizeof(header), 1, w.file) != 1)
-		w.failed = true;
+	writer_put(&w, &header, sizeof(header), false);
 	rl_store_foreach_image(write_entry, &w);
 
 	header.magic = RL_PERSIST_MAGIC;
@@ -144,21 +250,33 @@ rl_persist_shutdown(int code, Datum arg)
 	header.count = w.count;
 	COMP_CRC32C(w.crc, &header, sizeof(header));
 	FIN_CRC32C(w.crc);
-	if (!w.failed &&
-		(fwrite(&w.crc, sizeof(w.crc), 1, w.file) != 1 ||
-		 fseek(w.file, 0, SEEK_SET) != 0 ||
-		 fwrite(&header, sizeof(header), 1, w.file) != 1))
-		w.failed = true;
-	if (FreeFile(w.file) != 0)
-		w.failed = true;
-
+	writer_put(&w, &w.crc, sizeof(w.crc), false);
+	writer_flush(&w);
+	if (!w.failed)
+	{
+		errno = 0;
+		if (pg_pwrite(w.fd, &header, sizeof(header), 0) != sizeof(header))
+		{
+			if (errno == 0)
+				errno = ENOSPC;
+			w.failed = true;
+		}
+	}
 	if (w.failed)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", RL_PERSIST_TMP)));
+	if (CloseTransientFile(w.fd) != 0 && !w.failed)
 	{
 		ereport(LOG,
 				(errcode_for_file_access(),
-				 errmsg("could not write ratelimit state file \"%s\": %m",
-						RL_PERSIST_TMP)));
-		unlink(RL_PERSIST_TMP);
+				 errmsg("could not close file \"%s\": %m", RL_PERSIST_TMP)));
+		w.failed = true;
+	}
+	pfree(w.buf);
+	if (w.failed)
+	{
+		(void) unlink(RL_PERSIST_TMP);
 		return;
 	}
 	(void) durable_rename(RL_PERSIST_TMP, RL_PERSIST_FILE, LOG);
@@ -166,41 +284,96 @@ rl_persist_shutdown(int code, Datum arg)
 		 w.count);
 }
 
-/* Read the whole file; NULL if absent or unreadable. */
+/* ---- reading ---- */
+
+/* Log that the file is ignored whole, and why (a sentence). */
+static void
+ignore_file(const char *why)
+{
+	ereport(LOG,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("ignoring invalid data in file \"%s\"", RL_PERSIST_FILE),
+			 errdetail_internal("%s", why)));
+}
+
+/*
+ * Read the whole file; NULL if absent, not a regular file, or unreadable
+ * (logged).  It is opened with O_NONBLOCK and checked with fstat before
+ * any read, so that a FIFO or a device at its path cannot block the start.
+ */
 static char *
 read_file(size_t *len)
 {
-	FILE	   *file = AllocateFile(RL_PERSIST_FILE, PG_BINARY_R);
-	char	   *data = NULL;
-	long		size;
+	int			fd;
+	struct stat st;
+	char	   *data;
+	size_t		size;
+	size_t		done = 0;
 
-	if (file == NULL)
+	fd = OpenTransientFile(RL_PERSIST_FILE, O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (fd < 0)
 	{
 		if (errno != ENOENT)
 			ereport(LOG,
 					(errcode_for_file_access(),
-					 errmsg("could not read ratelimit state file \"%s\": %m",
-							RL_PERSIST_FILE)));
+					 errmsg("could not open file \"%s\": %m", RL_PERSIST_FILE)));
 		return NULL;
 	}
-	if (fseek(file, 0, SEEK_END) == 0 && (size = ftell(file)) >= 0 &&
-		fseek(file, 0, SEEK_SET) == 0)
+	if (fstat(fd, &st) != 0)
 	{
-		data = palloc_extended(Max(size, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-		if (data != NULL && fread(data, 1, size, file) != (size_t) size)
-		{
-			pfree(data);
-			data = NULL;
-		}
-		*len = (size_t) size;
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not stat file \"%s\": %m", RL_PERSIST_FILE)));
+		CloseTransientFile(fd);
+		return NULL;
 	}
-	FreeFile(file);
+	if (!S_ISREG(st.st_mode) || (uint64) st.st_size > MaxAllocHugeSize)
+	{
+		ignore_file(S_ISREG(st.st_mode) ? "The file is too large." :
+					"It is not a regular file.");
+		CloseTransientFile(fd);
+		(void) unlink(RL_PERSIST_FILE);
+		return NULL;
+	}
+	size = (size_t) st.st_size;
+	data = palloc_extended(Max(size, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+	if (data == NULL)
+	{
+		ereport(LOG,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("Could not read file \"%s\" of %zu bytes.",
+						   RL_PERSIST_FILE, size)));
+		CloseTransientFile(fd);
+		return NULL;
+	}
+	while (done < size)
+	{
+		ssize_t		n = read(fd, data + done, size - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t) n;
+	}
+	CloseTransientFile(fd);
+	if (done != size)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not read file \"%s\": read %zu of %zu",
+						RL_PERSIST_FILE, done, size)));
+		pfree(data);
+		return NULL;
+	}
+	*len = size;
 	return data;
 }
 
 /*
  * Check the file's framing: header, entries that fit, and the CRC.
- * Returns NULL if sound, or why not.
+ * Returns NULL if sound, or why not (a sentence).
  */
 static const char *
 check_file(const char *data, size_t len)
@@ -209,33 +382,36 @@ check_file(const char *data, size_t len)
 	pg_crc32c	crc;
 	pg_crc32c	stored;
 	size_t		pos = sizeof(header);
+	size_t		end;
 	uint64		i;
 
 	if (len < sizeof(header) + sizeof(crc))
-		return "it is too short";
+		return "The file is too short.";
 	memcpy(&header, data, sizeof(header));
 	if (header.magic != RL_PERSIST_MAGIC)
-		return "it is not a ratelimit state file";
+		return "It is not a ratelimit state file.";
 	if (header.version != RL_PERSIST_VERSION ||
 		header.pg_version != PG_VERSION_NUM)
-		return "it was written by another version";
+		return "It was written by another version of ratelimit or PostgreSQL.";
 
+	end = len - sizeof(crc);
 	for (i = 0; i < header.count; i++)
 	{
 		RlPersistEntry pe;
 
-		if (pos + sizeof(pe) > len - sizeof(crc))
-			return "it is truncated";
+		if (pos + sizeof(pe) > end)
+			return "It is truncated.";
 		memcpy(&pe, data + pos, sizeof(pe));
-		if (pe.keylen < 0 || pe.keylen > RL_MAX_STORED_KEY || pe.nlog < 0 ||
-			pe.algo < 0 || pe.algo >= RL_NUM_ALGOS)
-			return "it holds an invalid entry";
-		pos += sizeof(pe) + pe.keylen + (size_t) pe.nlog * sizeof(RlLogEntry);
-		if (pos > len - sizeof(crc))
-			return "it is truncated";
+		if (pe.keylen < 0 || pe.nlog < 0)
+			return "An entry has a negative length.";
+		pos += sizeof(pe);
+		if ((uint64) pe.keylen + (uint64) pe.nlog * sizeof(RlLogEntry) >
+			end - pos)
+			return "It is truncated.";
+		pos += pe.keylen + (size_t) pe.nlog * sizeof(RlLogEntry);
 	}
-	if (pos != len - sizeof(crc))
-		return "it has trailing bytes";
+	if (pos != end)
+		return "It has trailing bytes.";
 
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, data + sizeof(header), pos - sizeof(header));
@@ -243,8 +419,110 @@ check_file(const char *data, size_t len)
 	FIN_CRC32C(crc);
 	memcpy(&stored, data + pos, sizeof(stored));
 	if (!EQ_CRC32C(crc, stored))
-		return "its checksum does not match";
+		return "Its checksum does not match.";
 	return NULL;
+}
+
+/* A time a call could have used ("at" and the clock share the range). */
+static inline bool
+time_ok(int64 t)
+{
+	return t >= -RL_MAX_ABS_TIME && t <= RL_MAX_ABS_TIME;
+}
+
+/*
+ * Check a sliding log's entries (nlog of them, unaligned at "bytes"):
+ * times ascending, within one longest window before the key's latest time
+ * and not after it, costs positive, and their total the saved sum.
+ */
+static bool
+log_ok(const RlPersistEntry *pe, const char *bytes)
+{
+	int64		sum;
+	int128		total = 0;
+	int64		prev = PG_INT64_MIN;
+	int			i;
+
+	memcpy(&sum, pe->state, sizeof(sum));
+	for (i = 0; i < pe->nlog; i++)
+	{
+		RlLogEntry	entry;
+
+		memcpy(&entry, bytes + (size_t) i * sizeof(entry), sizeof(entry));
+		if (entry.cost <= 0 || entry.time <= prev || entry.time > pe->last ||
+			entry.time <= pe->last - RL_MAX_PER)
+			return false;
+		prev = entry.time;
+		total += entry.cost;
+		if (total > PG_INT64_MAX)
+			return false;
+	}
+	return total == sum;
+}
+
+/*
+ * Why an entry of the file cannot be restored as it is (a reason from
+ * SKIP_ALGO on), or SKIP_NREASONS if it is sound: every value
+ * within what a call could have produced.  The key and log lengths are
+ * framed already (check_file).
+ */
+static RlSkip
+entry_problem(const RlPersistEntry *pe, const char *log, int64 now)
+{
+	int64		idle_max;
+
+	if (pe->algo < 0 || pe->algo >= RL_NUM_ALGOS)
+		return SKIP_ALGO;
+	if (pe->keylen > RL_MAX_STORED_KEY)
+		return SKIP_KEY;
+	if (pe->owner_dbid != pe->dbid &&
+		(OidIsValid(pe->owner_dbid) || OidIsValid(pe->owner_roleid)))
+		return SKIP_OWNER;
+
+	if (!time_ok(pe->last))
+		return SKIP_TIME;
+	/* a bucket can take until its time saturates, the others two windows */
+	idle_max = pe->algo == RL_TOKEN_BUCKET || pe->algo == RL_LEAKY_BUCKET ?
+		RL_TIME_SATURATE : pe->last + 2 * RL_MAX_PER;
+	if (pe->idle_at < -RL_MAX_ABS_TIME || pe->idle_at > idle_max)
+		return SKIP_TIME;
+	if (pe->last > now + RL_PERSIST_FUTURE)
+		return SKIP_FUTURE;
+
+	switch ((RlAlgo) pe->algo)
+	{
+		case RL_FIXED_WINDOW:
+		case RL_SLIDING_WINDOW_COUNTER:
+			{
+				RlWindowState w;
+
+				memcpy(&w, pe->state, sizeof(w));
+				/* the window holds the latest time, and is at most 100 years */
+				if (pe->nlog != 0 || w.cur < 0 || w.prev < 0 ||
+					w.start > pe->last || w.start <= pe->last - RL_MAX_PER)
+					return SKIP_STATE;
+				break;
+			}
+		case RL_TOKEN_BUCKET:
+		case RL_LEAKY_BUCKET:
+			{
+				RlBucketState b;
+
+				memcpy(&b, pe->state, sizeof(b));
+				/* content within [0, burst] for some burst a call may pass */
+				if (pe->nlog != 0 || b.per <= 0 || b.per > RL_MAX_PER ||
+					b.scaled < 0 || b.scaled > (int128) PG_INT64_MAX * b.per)
+					return SKIP_STATE;
+				break;
+			}
+		case RL_SLIDING_WINDOW_LOG:
+			if (!log_ok(pe, log))
+				return SKIP_LOG;
+			break;
+		default:
+			return SKIP_ALGO;
+	}
+	return SKIP_NREASONS;
 }
 
 /*
@@ -267,8 +545,36 @@ shut_down_cleanly(void)
 }
 
 /*
+ * Log what was restored, and what was not, with a count per reason.
+ */
+static void
+log_restore(uint64 loaded, const uint64 *skipped)
+{
+	StringInfoData detail;
+	int			r;
+
+	initStringInfo(&detail);
+	for (r = 0; r < SKIP_NREASONS; r++)
+	{
+		if (skipped[r] == 0)
+			continue;
+		appendStringInfo(&detail, "%s" UINT64_FORMAT " %s",
+						 detail.len > 0 ? ", " : "Not restored: ",
+						 skipped[r], skip_reasons[r]);
+	}
+	if (detail.len > 0)
+		appendStringInfoChar(&detail, '.');
+	ereport(LOG,
+			(errmsg("ratelimit restored the state of " UINT64_FORMAT " keys from file \"%s\"",
+					loaded, RL_PERSIST_FILE),
+			 detail.len > 0 ? errdetail_internal("%s", detail.data) : 0));
+	pfree(detail.data);
+}
+
+/*
  * At postmaster start, with a new store: load the state saved at the last
- * clean shutdown, skipping keys already idle, then remove the file.
+ * clean shutdown, skipping keys already idle and dropping invalid entries,
+ * then remove the file.
  */
 void
 rl_persist_load(void)
@@ -280,21 +586,26 @@ rl_persist_load(void)
 	size_t		pos = sizeof(header);
 	int64		now = rl_clock_now();
 	uint64		loaded = 0;
-	uint64		dropped = 0;
+	uint64		skipped[SKIP_NREASONS] = {0};
 	uint64		i;
 
 	if (data == NULL)
 		return;
 	problem = check_file(data, len);
 	if (problem == NULL && !shut_down_cleanly())
-		problem = "the server did not shut down cleanly";
-	if (problem != NULL)
 	{
 		ereport(LOG,
-				(errmsg("ignoring ratelimit state file \"%s\": %s",
-						RL_PERSIST_FILE, problem)));
+				(errmsg("ignoring file \"%s\"", RL_PERSIST_FILE),
+				 errdetail("The server did not shut down cleanly, so the state saved in it may not be final.")));
 		pfree(data);
-		unlink(RL_PERSIST_FILE);
+		(void) unlink(RL_PERSIST_FILE);
+		return;
+	}
+	if (problem != NULL)
+	{
+		ignore_file(problem);
+		pfree(data);
+		(void) unlink(RL_PERSIST_FILE);
 		return;
 	}
 
@@ -304,37 +615,61 @@ rl_persist_load(void)
 		RlPersistEntry pe;
 		RlEntryImage img;
 		RlLogEntry *log = NULL;
+		RlSkip		skip;
 
 		memcpy(&pe, data + pos, sizeof(pe));
 		pos += sizeof(pe);
+		memset(&img, 0, sizeof(img));
+		img.key = data + pos;
+		pos += pe.keylen;
+		skip = entry_problem(&pe, data + pos, now);
+		if (skip == SKIP_NREASONS && pe.idle_at <= now)
+			skip = SKIP_IDLE;
+		if (skip != SKIP_NREASONS)
+		{
+			skipped[skip]++;
+			pos += (size_t) pe.nlog * sizeof(RlLogEntry);
+			continue;
+		}
+
 		img.dbid = pe.dbid;
 		img.algo = (RlAlgo) pe.algo;
 		img.keylen = pe.keylen;
-		img.key = data + pos;
-		pos += pe.keylen;
+		img.owner_dbid = pe.owner_dbid;
+		img.owner_roleid = pe.owner_roleid;
 		img.last = pe.last;
 		img.idle_at = pe.idle_at;
-		memcpy(&img.state, pe.state, sizeof(img.state));
 		img.nlog = pe.nlog;
+		if (img.algo == RL_SLIDING_WINDOW_LOG)
+			memcpy(&img.logsum, pe.state, sizeof(img.logsum));
+		else
+			memcpy(&img.state, pe.state, sizeof(img.state));
 		if (pe.nlog > 0)
 		{
 			/* copied out: the file's bytes need not be aligned */
-			log = palloc(sizeof(RlLogEntry) * pe.nlog);
+			log = palloc_extended(sizeof(RlLogEntry) * pe.nlog,
+								  MCXT_ALLOC_HUGE);
 			memcpy(log, data + pos, sizeof(RlLogEntry) * pe.nlog);
 			pos += sizeof(RlLogEntry) * pe.nlog;
 		}
 		img.log = log;
 
-		if (img.idle_at > now && rl_store_restore(&img))
-			loaded++;
-		else
-			dropped++;
+		switch (rl_store_restore(&img))
+		{
+			case RL_RESTORED:
+				loaded++;
+				break;
+			case RL_RESTORE_NO_ROOM:
+				skipped[SKIP_NO_ROOM]++;
+				break;
+			case RL_RESTORE_DUPLICATE:
+				skipped[SKIP_DUPLICATE]++;
+				break;
+		}
 		if (log)
 			pfree(log);
 	}
 	pfree(data);
-	unlink(RL_PERSIST_FILE);
-	ereport(LOG,
-			(errmsg("ratelimit restored the state of " UINT64_FORMAT " keys (" UINT64_FORMAT " idle or without room)",
-					loaded, dropped)));
+	(void) unlink(RL_PERSIST_FILE);
+	log_restore(loaded, skipped);
 }

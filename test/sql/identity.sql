@@ -8,11 +8,11 @@ SELECT key, c.allowed FROM unnest(ARRAY['id:K', 'id:k ', 'id:k' || chr(10), ''])
 	LATERAL c(key, 'fixed_window', 1, 2) c;
 -- long keys (up to 4096 bytes) are stored whole: keys sharing a long
 -- prefix, or differing only in their last byte, never share state
-SELECT n, c.allowed FROM unnest(ARRAY[56, 57, 64, 120, 121, 1024, 4096]) AS n,
+SELECT n, c.allowed FROM unnest(ARRAY[50, 51, 56, 57, 64, 114, 115, 1024, 4096]) AS n,
 	LATERAL c(repeat('x', n - 1) || 'a', 'fixed_window', 1, 0) c;
-SELECT n, c.allowed FROM unnest(ARRAY[56, 57, 64, 120, 121, 1024, 4096]) AS n,
+SELECT n, c.allowed FROM unnest(ARRAY[50, 51, 56, 57, 64, 114, 115, 1024, 4096]) AS n,
 	LATERAL c(repeat('x', n - 1) || 'b', 'fixed_window', 1, 0) c;
-SELECT n, c.allowed FROM unnest(ARRAY[56, 57, 64, 120, 121, 1024, 4096]) AS n,
+SELECT n, c.allowed FROM unnest(ARRAY[50, 51, 56, 57, 64, 114, 115, 1024, 4096]) AS n,
 	LATERAL c(repeat('x', n - 1) || 'a', 'fixed_window', 1, 1) c;
 -- multibyte keys
 SELECT * FROM c('id:ключ:😀', 'fixed_window', 1, 0);

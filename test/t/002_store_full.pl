@@ -73,6 +73,8 @@ is(sql("SELECT rl_allow('log', 'sliding_window_log', 1000000, '1 day', cost => 0
 	't', 'a look at a full log still works');
 sql("SELECT rl_reset('log')");
 is(sql("SELECT pool_used FROM rl_store_info()"), '0', 'reset frees the log');
+# one owner alone may use the whole store and pool: nothing was evicted
+is(sql("SELECT evicted FROM rl_store_info()"), '0', 'a single owner is never evicted');
 
 $node->stop;
 done_testing();

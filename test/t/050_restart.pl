@@ -72,7 +72,7 @@ ok(-e $state_file, 'a clean shutdown writes the state file');
 }
 my $log_offset = -s $node->logfile;
 $node->start;
-ok($node->log_contains(qr/ignoring ratelimit state file "pg_stat\/ratelimit.state": its checksum does not match/, $log_offset),
+ok($node->log_contains(qr/ignoring invalid data in file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+Its checksum does not match/, $log_offset),
 	'a corrupt state file is ignored with a log line');
 is($node->safe_psql('postgres', "SELECT used FROM rl_store_info()"), '0', 'and nothing is loaded');
 
@@ -87,7 +87,7 @@ $node->stop;
 }
 $log_offset = -s $node->logfile;
 $node->start;
-ok($node->log_contains(qr/ignoring ratelimit state file .*: it was written by another version/, $log_offset),
+ok($node->log_contains(qr/ignoring invalid data in file .*\n.*DETAIL:\s+It was written by another version/, $log_offset),
 	'a state file from another version is ignored with a log line');
 
 # crash: kill a backend with SIGKILL while it runs rl_allow in a loop
