@@ -22,6 +22,9 @@ OBJS = \
 	src/redis_batch.o \
 	src/redis_scripts.o
 SHLIB_LINK += -lhiredis
+# the release, as the control file states it (module magic on 18, make dist)
+RL_VERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
+PG_CPPFLAGS += -DRL_VERSION='"$(RL_VERSION)"'
 
 DATA = $(wildcard sql/ratelimit--*.sql)
 PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"

@@ -21,6 +21,7 @@
 
 #include "args.h"
 #include "backend.h"
+#include "compat.h"
 #include "store.h"
 
 /* accepted range of "at" (Unix us, about +-36000 years) and of "per" */

@@ -16,6 +16,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 use RlRedis;
+use RlHarness;
 
 my $redis = RlRedis->new;
 
