@@ -4,8 +4,10 @@
 # installs it into a private copy of the PostgreSQL installation (the
 # system's files are never touched), then runs the regression, isolation
 # and TAP suites as the postgres user, and once more under UBSan and
-# valgrind.  Every server (PostgreSQL, Redis) is started on loopback by its
-# suite and stopped by it.
+# valgrind; then builds the Debian package, installs it with dpkg, tests it
+# and removes it again, putting back any file it replaced (test/package.sh),
+# and checks the PGXN release (test/meta.sh).  Every server (PostgreSQL,
+# Redis) is started on loopback by its suite and stopped by it.
 #
 #   PG_CONFIG=/path/to/pg_config bash test/run.sh   # any installation
 #   RL_SUITES="regression tap" bash test/run.sh     # some suites only

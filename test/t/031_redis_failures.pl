@@ -47,12 +47,13 @@ sub timed
 
 # ---- NOSCRIPT ----
 
-$node->safe_psql('postgres', "SELECT rl_allow('ns', 'token_bucket', 5)");
+# per 1 hour: no token comes back between the two calls, however slow
+$node->safe_psql('postgres', "SELECT rl_allow('ns', 'token_bucket', 5, '1 hour')");
 my $loads = info('script_loads');
 $redis->cli('SCRIPT', 'FLUSH');
 is( $node->safe_psql(
 		'postgres',
-		"SELECT remaining FROM rl_check('ns', 'token_bucket', 5)"),
+		"SELECT remaining FROM rl_check('ns', 'token_bucket', 5, '1 hour')"),
 	'3',
 	'after SCRIPT FLUSH the decision is still made (state kept)');
 is(info('script_loads'), $loads + 1, 'NOSCRIPT answered by one EVAL');

@@ -32,7 +32,7 @@ SKIP:
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 is( $node->safe_psql(
 		'postgres',
-		"SELECT string_agg(rl_allow('v', 'fixed_window', 2, '1 hour')::text, ',')
+		"SELECT string_agg(rl_allow('v', 'token_bucket', 2, '1 hour')::text, ',')
 		 FROM generate_series(1, 3)"),
 	'true,true,false',
 	"decisions on PostgreSQL $major");
