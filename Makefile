@@ -22,6 +22,9 @@ OBJS = \
 	src/redis_batch.o \
 	src/redis_scripts.o
 SHLIB_LINK += -lhiredis
+# the release, as the control file states it (module magic on 18, make dist)
+RL_VERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
+PG_CPPFLAGS += -DRL_VERSION='"$(RL_VERSION)"'
 
 DATA = $(wildcard sql/ratelimit--*.sql)
 PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
@@ -53,3 +56,19 @@ include $(PGXS)
 
 # after PGXS, which resets it: lets TAP tests "use RlModel"
 PROVE_FLAGS += -I $(CURDIR)/test/t
+
+# The PGXN release archive META.json describes: $(DISTDIR)/ratelimit-X.Y.Z.zip
+# holding what HEAD holds under ratelimit-X.Y.Z/ (X.Y.Z: default_version of
+# ratelimit.control).  Made with "git archive", so only in a git checkout
+# and only from committed files; outside git it refuses, since what a bare
+# tree holds (build output, edits) is not a release.
+DISTDIR ?= .
+
+.PHONY: dist
+dist:
+	@test "$$(git rev-parse --show-toplevel 2>/dev/null)" = "$(CURDIR)" || \
+		{ echo "make dist: $(CURDIR) is not a git checkout: the archive is made from a commit (git archive HEAD)" >&2; exit 1; }
+	@git diff --quiet HEAD -- || \
+		echo "make dist: note: uncommitted changes are not in the archive" >&2
+	git archive --format=zip --prefix=$(EXTENSION)-$(RL_VERSION)/ \
+		-o $(DISTDIR)/$(EXTENSION)-$(RL_VERSION).zip HEAD

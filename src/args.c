@@ -21,6 +21,7 @@
 
 #include "args.h"
 #include "backend.h"
+#include "compat.h"
 #include "store.h"
 
 /* role whose members may pass an explicit "at", besides superusers */

@@ -44,6 +44,7 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "compat.h"
 #include "guc.h"
 #include "policy.h"
 

@@ -16,13 +16,14 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 
+#include "compat.h"
 #include "guc.h"
 #include "persist.h"
 #include "stats.h"
 #include "redis.h"
 #include "store.h"
 
-PG_MODULE_MAGIC;
+RL_MODULE_MAGIC;
 
 void		_PG_init(void);
 

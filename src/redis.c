@@ -66,6 +66,7 @@
 #include "utils/wait_event.h"
 
 #include "algo_common.h"
+#include "compat.h"
 #include "guc.h"
 #include "redis.h"
 
@@ -192,7 +193,7 @@ static const char *const algo_code[RL_NUM_ALGOS] = {
 static char call_error[256];
 
 static void call_failed(const char *fmt,...) pg_attribute_printf(1, 2);
-static void admin_failed(const char *what) pg_attribute_noreturn();
+rl_noreturn static void admin_failed(const char *what);
 
 /*
  * Record why the call fails.  Never given the password: messages name only
@@ -567,7 +568,7 @@ wait_socket(RlRedisNode *node, uint32 event, TimestampTz deadline)
 
 	if (node->wait == NULL)
 	{
-		node->wait = CreateWaitEventSet(TopMemoryContext, 3);
+		node->wait = rl_waitset_create(3);
 		AddWaitEventToSet(node->wait, WL_LATCH_SET, PGINVALID_SOCKET,
 						  MyLatch, NULL);
 		AddWaitEventToSet(node->wait, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET,

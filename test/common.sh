@@ -1,8 +1,8 @@
-# Shared by test/run.sh, test/sanitize.sh and test/demo.sh (sourced, not
-# run): install what a fresh Debian machine lacks, and build and install the
-# extension into a private copy of a PostgreSQL installation, so that the
-# system's files are never changed and several runs (other versions, other
-# checkouts) can go on side by side.
+# Shared by test/run.sh, test/sanitize.sh, test/package.sh and test/demo.sh
+# (sourced, not run): install what a fresh Debian machine lacks, and build
+# and install the extension into a private copy of a PostgreSQL
+# installation, so that the system's files are never changed and several
+# runs (other versions, other checkouts) can go on side by side.
 #
 # PG_CONFIG picks the PostgreSQL installation (default: Debian's 15).  Any
 # installation works whose bindir, pkglibdir and sharedir may be copied

@@ -4,8 +4,10 @@
 # installs it into a private copy of the PostgreSQL installation (the
 # system's files are never touched), then runs the regression, isolation
 # and TAP suites as the postgres user, and once more under UBSan and
-# valgrind.  Every server (PostgreSQL, Redis) is started on loopback by its
-# suite and stopped by it.
+# valgrind; then builds the Debian package, installs it with dpkg, tests it
+# and removes it again, putting back any file it replaced (test/package.sh),
+# and checks the PGXN release (test/meta.sh).  Every server (PostgreSQL,
+# Redis) is started on loopback by its suite and stopped by it.
 #
 #   PG_CONFIG=/path/to/pg_config bash test/run.sh   # any installation
 #   RL_SUITES="regression tap" bash test/run.sh     # some suites only
@@ -13,20 +15,25 @@
 #   RL_KEEP=1 bash test/run.sh                      # keep results and logs
 #
 # RL_SUITES lists what to run, from: regression isolation tap sanitize
-# (default: all of them; sanitize runs on PostgreSQL 15 only, where
-# Debian's build of the server is what the pass was made for).
+# package meta (default: all of them).  sanitize and package run on
+# PostgreSQL 15 only: sanitize because Debian's build of the server is what
+# the pass was made for, package because it builds the Debian package
+# (test/package.sh) for Debian's PostgreSQL, whatever PG_CONFIG says.  meta
+# checks META.json and "make dist" (test/meta.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./common.sh
 
+suites="${RL_SUITES:-regression isolation tap sanitize package meta}"
+has() { [[ " $suites " == *" $1 "* ]]; }
+
 rl_require_root
-rl_install_packages
+rl_install_packages \
+	$(has package && echo dpkg-dev debhelper postgresql-server-dev-all) \
+	$(has meta && echo unzip)
 rl_build_install
 # RL_KEEP=1 keeps the work folder (results, logs) for a look afterwards
 trap '[ -n "${RL_KEEP:-}" ] && echo "== kept $RL_WORK" || rm -rf "$RL_WORK"' EXIT
-
-suites="${RL_SUITES:-regression isolation tap sanitize}"
-has() { [[ " $suites " == *" $1 "* ]]; }
 
 # Each suite runs even when another failed; the closing line counts them.
 log="$RL_WORK/installcheck.log"
@@ -56,11 +63,26 @@ if has sanitize && [ "$RL_PG_MAJOR" = 15 ]; then
 	bash ./sanitize.sh || { status=1; sanitized=fail; }
 fi
 
+# The Debian package and the PGXN release: each closes with a line
+# "NAME: N passed, M failed", counted below.
+if has package && [ "$RL_PG_MAJOR" = 15 ]; then
+	echo "== package"
+	bash ./package.sh 2>&1 | tee -a "$log" || status=1
+fi
+if has meta; then
+	echo "== meta"
+	bash ./meta.sh 2>&1 | tee -a "$log" || status=1
+fi
+
 passed=$(perl -ne '$n += $1 if /All (\d+) tests passed/;
 	$n += $1 if /^Files=\d+, Tests=(\d+)/;
-	$n -= $1 if /Failed (\d+)\/\d+ subtests/; END { print $n + 0 }' "$log")
+	$n -= $1 if /Failed (\d+)\/\d+ subtests/;
+	$n += $1 if /^(?:package|meta): (\d+) passed, \d+ failed$/;
+	END { print $n + 0 }' "$log")
 failed=$(perl -ne '$n += $1 if /(\d+) of \d+ tests failed/;
-	$n += $1 if /Failed (\d+)\/\d+ subtests/; END { print $n + 0 }' "$log")
+	$n += $1 if /Failed (\d+)\/\d+ subtests/;
+	$n += $1 if /^(?:package|meta): \d+ passed, (\d+) failed$/;
+	END { print $n + 0 }' "$log")
 case $sanitized in
 pass) passed=$((passed + 1)) ;;
 fail) failed=$((failed + 1)) ;;

@@ -16,6 +16,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 use RlRedis;
+use RlHarness;
 
 my $redis = RlRedis->new;
 
@@ -46,6 +47,7 @@ sub timed
 
 # ---- NOSCRIPT ----
 
+# per 1 hour: no token comes back between the two calls, however slow
 $node->safe_psql('postgres', "SELECT rl_allow('ns', 'token_bucket', 5, '1 hour')");
 my $loads = info('script_loads');
 $redis->cli('SCRIPT', 'FLUSH');

@@ -15,6 +15,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 use RlModel;
 use RlRedis;
+use RlHarness;
 
 my @masters = RlRedis::cluster(3);
 

@@ -15,6 +15,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use RlRedis;
+use RlHarness;
 
 my $redis = RlRedis->new;
 my $N = 10;    # the batch

@@ -19,6 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 use RlRedis;
+use RlHarness;
 
 my $seed = $ENV{RL_SEED} // 20261130;
 my $ncalls = $ENV{RL_CALLS} // 400;

@@ -8,6 +8,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use RlHarness;
 
 my $node = PostgreSQL::Test::Cluster->new('restart');
 $node->init;

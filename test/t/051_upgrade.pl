@@ -1,28 +1,26 @@
-# The upgrade path: a database created with the first release (0.1.0)
-# and updated with ALTER EXTENSION ratelimit UPDATE has exactly the objects
-# of a fresh install, and works.  A database left at 0.2.0 works with this
-# library, and updating it keeps stored decisions, views and privileges.
+# The upgrade path: a database created with an earlier release (0.1.0,
+# 0.2.0) and updated with ALTER EXTENSION ratelimit UPDATE has exactly the
+# objects of a fresh install, and works.  A database left at 0.2.0 works
+# with this library, and updating it keeps stored decisions, views and
+# privileges.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# every release a database may be updated from
+my @releases = ('0.1.0', '0.2.0');
+
 my $node = PostgreSQL::Test::Cluster->new('upgrade');
 $node->init;
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'ratelimit'");
 $node->start;
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
-$node->safe_psql('postgres', 'CREATE DATABASE upgraded');
 
 my $default = $node->safe_psql('postgres',
 	"SELECT default_version FROM pg_available_extensions WHERE name = 'ratelimit'");
 $node->safe_psql('fresh', 'CREATE EXTENSION ratelimit');
-$node->safe_psql('upgraded', "CREATE EXTENSION ratelimit VERSION '0.1.0'");
-is($node->safe_psql('upgraded', "SELECT rl_allow('k', 'token_bucket', 2)"), 't', '0.1.0 works');
-$node->safe_psql('upgraded', 'ALTER EXTENSION ratelimit UPDATE');
-is($node->safe_psql('upgraded', "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
-	$default, "updated to $default");
 
 # every object of the extension, with its definition and privileges
 my $objects = q{
@@ -46,28 +44,50 @@ my $objects = q{
 			AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit')
 			AND deptype = 'e') s};
 my $fresh = $node->safe_psql('fresh', $objects);
-my $upgraded = $node->safe_psql('upgraded', $objects);
-is($upgraded, $fresh, 'the updated extension has exactly the objects of a fresh install');
 my $triggers = q{SELECT string_agg(tgname || ' ' || pg_get_triggerdef(oid), E'\n' ORDER BY tgname)
 	FROM pg_trigger WHERE tgrelid = 'rl_policy'::regclass};
-is($node->safe_psql('upgraded', $triggers), $node->safe_psql('fresh', $triggers),
-	'and the same policy-table triggers');
+my $fresh_triggers = $node->safe_psql('fresh', $triggers);
 
-# the updated extension works: policies, triggers, stats
-$node->safe_psql('upgraded', q{
-	INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('p', 'fixed_window', 1, '1 day');
-	CREATE TABLE t (k int);
-	CREATE TRIGGER q BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION rl_enforce('p', 'k');
-	INSERT INTO t VALUES (1);
-});
-my ($ret, $out, $err) = $node->psql('upgraded', 'INSERT INTO t VALUES (1)');
-like($err, qr/rate limit exceeded for policy "p"/, 'a quota trigger works after the update');
-is($node->safe_psql('upgraded', "SELECT rl_allow('x', 'p'), rl_allow('x', 'p')"), 't|f',
-	'policy calls work after the update');
-is($node->safe_psql('upgraded', "SELECT rl_reset('x', policy => 'p')"), '1',
-	'the replaced rl_reset works');
-is($node->safe_psql('upgraded', "SELECT allowed > 0 FROM rl_stats WHERE policy = 'p' AND datname = 'upgraded'"),
-	't', 'stats work after the update');
+# Install release $from in a database of its own, update it to the default
+# version, and compare it with the fresh install; then use it.
+sub upgrade_from
+{
+	my ($from) = @_;
+	my $db = 'from_' . ($from =~ tr/./_/r);
+
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, "CREATE EXTENSION ratelimit VERSION '$from'");
+	is($node->safe_psql($db, "SELECT rl_allow('k', 'token_bucket', 2)"), 't', "$from works");
+	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
+	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
+		$default, "$from updated to $default");
+
+	is($node->safe_psql($db, $objects), $fresh,
+		"$from updated has exactly the objects of a fresh install");
+	is($node->safe_psql($db, $triggers), $fresh_triggers,
+		"$from updated: the same policy-table triggers");
+
+	# the updated extension works: policies, triggers, stats
+	$node->safe_psql($db, q{
+		INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('p', 'fixed_window', 1, '1 day');
+		CREATE TABLE t (k int);
+		CREATE TRIGGER q BEFORE INSERT ON t FOR EACH ROW EXECUTE FUNCTION rl_enforce('p', 'k');
+		INSERT INTO t VALUES (1);
+	});
+	my ($ret, $out, $err) = $node->psql($db, 'INSERT INTO t VALUES (1)');
+	like($err, qr/rate limit exceeded for policy "p"/,
+		"$from updated: a quota trigger works");
+	is($node->safe_psql($db, "SELECT rl_allow('x', 'p'), rl_allow('x', 'p')"), 't|f',
+		"$from updated: policy calls work");
+	is($node->safe_psql($db, "SELECT rl_reset('x', policy => 'p')"), '1',
+		"$from updated: rl_reset works");
+	is($node->safe_psql($db,
+			"SELECT allowed > 0 FROM rl_stats WHERE policy = 'p' AND datname = '$db'"),
+		't', "$from updated: stats work");
+	return;
+}
+
+upgrade_from($_) foreach @releases;
 
 # A database left at 0.2.0 keeps working with this library: results are
 # filled by column name, so its six-column rl_decision and eight-column
