@@ -4,23 +4,33 @@ EXTENSION = ratelimit
 MODULE_big = ratelimit
 OBJS = \
 	src/ratelimit.o \
-	src/args.o \
-	src/guc.o \
-	src/algo.o \
+	src/algo_table.o \
 	src/algo_window.o \
 	src/algo_bucket.o \
 	src/algo_log.o \
+	src/lua_scripts.o \
+	src/engine_table.o \
 	src/store.o \
-	src/dispatch.o \
-	src/functions.o \
-	src/policy.o \
-	src/refund.o \
-	src/trigger.o \
-	src/stats.o \
-	src/persist.o \
-	src/redis.o \
+	src/store_owner.o \
+	src/store_entry.o \
+	src/store_engine.o \
+	src/store_admin.o \
+	src/redis_breaker.o \
+	src/redis_reply.o \
+	src/redis_conn.o \
+	src/redis_cluster.o \
+	src/redis_script.o \
 	src/redis_batch.o \
-	src/redis_scripts.o
+	src/redis_engine.o \
+	src/stats.o \
+	src/refund.o \
+	src/dispatch.o \
+	src/args.o \
+	src/policy.o \
+	src/functions.o \
+	src/functions_admin.o \
+	src/trigger.o \
+	src/persist.o
 SHLIB_LINK += -lhiredis
 # the release, as the control file states it (module magic on 18, make dist)
 RL_VERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
@@ -50,12 +60,27 @@ PROVE_TESTS = test/t/*.pl
 # rebuild what a changed header affects
 override autodepend = yes
 
+# The Redis scripts, src/lua/*.lua, as C strings (rl_lua_<file name>):
+# generated, not in git; a changed or added .lua rebuilds them.
+LUA_SOURCES := $(sort $(wildcard src/lua/*.lua))
+LUA_EMBED = $(or $(PERL),perl) src/lua_embed.pl
+EXTRA_CLEAN = src/lua_scripts.c src/lua_scripts.h
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # after PGXS, which resets it: lets TAP tests "use RlModel"
 PROVE_FLAGS += -I $(CURDIR)/test/t
+
+src/lua_scripts.c: $(LUA_SOURCES) src/lua_embed.pl
+	$(LUA_EMBED) $(LUA_SOURCES) > $@.tmp && mv $@.tmp $@
+
+src/lua_scripts.h: $(LUA_SOURCES) src/lua_embed.pl
+	$(LUA_EMBED) -h $(LUA_SOURCES) > $@.tmp && mv $@.tmp $@
+
+# the algorithm table and the Redis engine name the scripts
+src/algo_table.o src/redis_script.o: src/lua_scripts.h
 
 # The PGXN release archive META.json describes: $(DISTDIR)/ratelimit-X.Y.Z.zip
 # holding what HEAD holds under ratelimit-X.Y.Z/ (X.Y.Z: default_version of

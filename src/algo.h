@@ -1,14 +1,25 @@
 /*-------------------------------------------------------------------------
  *
  * algo.h
- *		The five rate-limiting algorithms as pure functions.
+ *		The algorithm table: one row per rate-limiting algorithm.
  *
- * Each algorithm takes its small state, the time of the call and the
- * parameters, and fills in a decision.  Nothing here takes a lock,
- * allocates memory or raises an error, so the same code serves the
- * shared-memory store, the local fallback of the Redis backend and unit
- * tests.  The normative definition is the project's semantics spec; the
- * arithmetic is exact (see docs/algorithms.md):
+ * A row says everything the rest of ratelimit needs to know about an
+ * algorithm: its name, the code of its Redis key names, the kind of state
+ * it keeps, whether it takes a burst, how its refunds add up, whether
+ * Redis batching may serve it, its pure C decision and refund, the check
+ * of a saved state, and its Lua decision and refund (src/lua/).  The
+ * engines (the shared-memory store, Redis), the refund tracker and the
+ * state file use the row; none of them names an algorithm.  Adding an
+ * algorithm is one C file (algo_<name>.c), its Lua files and one row in
+ * algo_table.c (docs/design.md, "A sixth algorithm").
+ *
+ * The algorithms are pure functions: they take a state, the time of the
+ * call and its parameters, and fill in an outcome.  Nothing here takes a
+ * lock, allocates memory or raises an error, so the same code serves the
+ * store (under an LWLock), the fallbacks of the Redis engine, and replay.
+ * A decision is deterministic: the same state, time and parameters give
+ * the same outcome and state.  The normative definition is the project's
+ * semantics spec; the arithmetic is exact (see docs/algorithms.md):
  *
  *	- times are microseconds since the Unix epoch (int64);
  *	- bucket contents are kept scaled by the window length in microseconds,
@@ -21,10 +32,18 @@
 #ifndef RL_ALGO_H
 #define RL_ALGO_H
 
+#include "datatype/timestamp.h"
+
+#include "compat.h"
+
 #ifndef HAVE_INT128
 #error "ratelimit needs a compiler with a 128-bit integer type"
 #endif
 
+/*
+ * The algorithms, in the order of the table.  The numbers are part of the
+ * state file's format (persist.c): a new algorithm is added at the end.
+ */
 typedef enum RlAlgo
 {
 	RL_FIXED_WINDOW = 0,
@@ -34,6 +53,13 @@ typedef enum RlAlgo
 	RL_LEAKY_BUCKET,
 	RL_NUM_ALGOS
 } RlAlgo;
+
+/*
+ * Accepted range of "at" (Unix us, about +-36000 years) and of "per" (100
+ * years).  The state file's values are held to the same ranges.
+ */
+#define RL_MAX_ABS_TIME		((int64) 1 << 60)
+#define RL_MAX_PER			(INT64CONST(36525) * USECS_PER_DAY)
 
 /* The parameters of one call, already validated. */
 typedef struct RlParams
@@ -45,63 +71,49 @@ typedef struct RlParams
 								 * not given) */
 } RlParams;
 
-/* What one call decides and reports. */
-typedef struct RlDecision
+/* What an algorithm reports for one call. */
+typedef struct RlOutcome
 {
 	bool		allowed;
 	int64		remaining;		/* floor, never negative */
 	double		retry_after;	/* seconds; 0 when allowed */
 	int64		reset_at;		/* Unix microseconds, rounded up */
 	double		delay;			/* seconds; leaky_bucket only */
-	/* where the call consumed, for a refund (set by the backends): */
-	int64		time;			/* the call's time after the clamp (Unix us) */
-	uint64		incarnation;	/* the state's incarnation the call consumed
-								 * from (a refund applies only to it) */
-	bool		stored;			/* recorded in the shared-memory store */
-	bool		remote;			/* recorded in Redis by an exact decision */
-	bool		leased;			/* spent from this backend's Redis lease */
-	bool		prechecked;		/* recorded in the store by hybrid's
-								 * pre-check, at precheck_time */
-	int64		precheck_time;
-	uint64		precheck_incarnation;	/* the pre-check's, likewise */
-	/* set by dispatch.c: */
-	bool		failed;			/* decided by fail_mode */
-	bool		shadowed;		/* denied, but allowed as a shadow */
-} RlDecision;
+} RlOutcome;
 
 /*
- * Per-key state of the O(1) algorithms, 24 bytes each.  A new key is passed
- * with fresh = true; the contents of the struct are then ignored.
+ * Per-key states, 24 bytes each.  A new key is passed to a decision with
+ * fresh = true; the contents of the state are then ignored (a log must
+ * have been made empty by rl_log_init).
  */
-typedef struct RlWindowState	/* fixed_window, sliding_window_counter */
+typedef struct RlWindowState	/* RL_STATE_WINDOW */
 {
 	int64		start;			/* start of the current window (Unix us) */
 	int64		cur;			/* units counted in the current window */
 	int64		prev;			/* units counted in the previous window */
 } RlWindowState;
 
-typedef struct RlBucketState	/* token_bucket, leaky_bucket */
+typedef struct RlBucketState	/* RL_STATE_BUCKET */
 {
 	int128		scaled;			/* tokens (token) or level (leaky), times per */
 	int64		per;			/* the W "scaled" is expressed in */
 } RlBucketState;
 
 /*
- * sliding_window_log keeps its entries in a chain of fixed-size blocks
- * taken from a pool the caller owns.  A call needs at most one new block:
- * when it must append to a full tail and no "spare" was lent, it returns
- * false having changed nothing but expired entries, and the caller can
- * call again with a spare.  The blocks a call emptied are handed back.
+ * RL_STATE_LOG: a queue of (time, cost) entries kept in a chain of
+ * fixed-size blocks taken from a pool the caller owns (RlChain).  Only
+ * algo_log.c knows the layout of the chain.
  */
 #define RL_NIL				((uint32) 0xFFFFFFFF)
 #define RL_BLOCK_SIZE		64
-#define RL_LOG_PER_BLOCK	((int) (RL_BLOCK_SIZE / sizeof(RlLogEntry)))
 
 typedef struct RlLogEntry
 {
 	int64		time;			/* Unix us */
 	int64		cost;
 } RlLogEntry;
+
+#define RL_LOG_PER_BLOCK	((int) (RL_BLOCK_SIZE / sizeof(RlLogEntry)))
 
 typedef union RlBlock
 {
@@ -119,7 +131,29 @@ typedef struct RlLogState
 	uint32		nblocks;		/* blocks in the chain */
 } RlLogState;
 
-typedef struct RlLogMemory
+typedef union RlState
+{
+	RlWindowState window;
+	RlBucketState bucket;
+	RlLogState	log;
+} RlState;
+
+/* the kinds of state; the store keeps a log's blocks in its pool */
+typedef enum RlStateKind
+{
+	RL_STATE_WINDOW,
+	RL_STATE_BUCKET,
+	RL_STATE_LOG
+} RlStateKind;
+
+/*
+ * The pool a log's chain lives in, lent by the caller for one call.  A
+ * call needs at most one new block: when it must append to a full tail
+ * and no spare was lent, the decision returns false having changed
+ * nothing but expired entries, and the caller can call again with one.
+ * The blocks a call emptied are handed back through freed_*, linked.
+ */
+typedef struct RlChain
 {
 	RlBlock    *blocks;			/* the pool */
 	uint32	   *next;			/* chain links, parallel to blocks */
@@ -128,39 +162,153 @@ typedef struct RlLogMemory
 	uint32		freed_first;	/* out: blocks the call emptied, linked */
 	uint32		freed_last;
 	uint32		nfreed;
-} RlLogMemory;
+} RlChain;
+
+/*
+ * A saved state, as the state file holds it, to be checked before it is
+ * restored: the state (a log: its sum, then the entries apart), the key's
+ * latest time and its idle time.
+ */
+typedef struct RlStateImage
+{
+	RlState		state;
+	int64		last;
+	int64		idle_at;
+	int			nlog;			/* a log's entries with a cost, oldest first */
+	const RlLogEntry *log;
+} RlStateImage;
+
+/*
+ * How the refunds of two calls relate, for the refund tracker (refund.c),
+ * which adds up calls whose refunds move the same number:
+ *	RL_GRAIN_WINDOW	 a refund depends only on the window (of W) the call's
+ *					 time falls in: calls of one window add up;
+ *	RL_GRAIN_NONE	 a refund does not depend on the time: calls add up;
+ *	RL_GRAIN_EXACT	 a refund needs the call's exact time.
+ */
+typedef enum RlRefundGrain
+{
+	RL_GRAIN_WINDOW,
+	RL_GRAIN_NONE,
+	RL_GRAIN_EXACT
+} RlRefundGrain;
+
+/*
+ * Decide one call at time t (after the clamp) on the state; "last" is the
+ * latest time the key had seen before this call.  Fills every field of the
+ * outcome.  Returns false only for a log that must append and was lent no
+ * spare block (RlChain); the state has then changed by expiry alone.
+ */
+typedef bool (*RlDecideFn) (RlState *s, bool fresh, int64 t, int64 last,
+							const RlParams *p, RlOutcome *o, RlChain *chain);
+
+/*
+ * Give back cost units consumed by a call decided at time t with p (an
+ * aborted transaction, an all-or-nothing check that failed).  Only what
+ * still counts is given back: a consumption whose window has passed has
+ * stopped counting already.
+ */
+typedef void (*RlRefundFn) (RlState *s, int64 t, const RlParams *p,
+							int64 cost, RlChain *chain);
+
+/*
+ * Could calls have left this saved state (the state file is not trusted)?
+ * The times are checked by the caller, the idle time against idle_span.
+ */
+typedef bool (*RlImageValidFn) (const RlStateImage *img);
+
+/*
+ * Redis batching: until when a lease taken at "now" by a call with p, which
+ * Redis answered with o, may admit calls.  NULL: the algorithm is never
+ * batched.
+ */
+typedef int64 (*RlLeaseEndFn) (const RlParams *p, int64 now,
+							   const RlOutcome *o);
+
+typedef struct RlAlgoRoutine
+{
+	const char *name;			/* as SQL spells it */
+	int			namelen;
+	const char *code;			/* in Redis key names: rl:{ns:<code>:key} */
+	RlStateKind state;
+	bool		has_burst;		/* a capacity apart from the limit */
+	RlRefundGrain refund_grain;
+	int64		idle_span;		/* longest time from a call to the state
+								 * being a new key's again (reset_at - t);
+								 * PG_INT64_MAX: up to the saturated time */
+	RlDecideFn	decide;
+	RlRefundFn	refund;
+	RlImageValidFn image_valid;
+	RlLeaseEndFn lease_end;		/* NULL: never batched */
+	const char *lua_setup;		/* Lua run before decide and refund, or "" */
+	const char *lua_decide;		/* Lua: the decision (src/lua/<name>.lua) */
+	const char *lua_refund;		/* Lua: the refund */
+} RlAlgoRoutine;
+
+extern rl_hidden const RlAlgoRoutine rl_algos[RL_NUM_ALGOS];
+
+static inline const RlAlgoRoutine *
+rl_algo(RlAlgo algo)
+{
+	return &rl_algos[algo];
+}
+
+/* What remaining counts against: the burst for the buckets, else the limit. */
+static inline int64
+rl_algo_capacity(RlAlgo algo, const RlParams *p)
+{
+	return rl_algos[algo].has_burst ? p->burst : p->limit;
+}
 
 extern bool rl_algo_parse(const char *name, int len, RlAlgo *algo);
 extern const char *rl_algo_name(RlAlgo algo);
-extern bool rl_algo_has_burst(RlAlgo algo);
+extern const char *rl_algo_list(bool burst_only);
 
-extern void rl_fixed_window(RlWindowState *s, bool fresh, int64 t,
-							const RlParams *p, RlDecision *d);
-extern void rl_sliding_window_counter(RlWindowState *s, bool fresh, int64 t,
-									  const RlParams *p, RlDecision *d);
-extern void rl_token_bucket(RlBucketState *s, bool fresh, int64 t,
-							int64 last, const RlParams *p, RlDecision *d);
-extern void rl_leaky_bucket(RlBucketState *s, bool fresh, int64 t,
-							int64 last, const RlParams *p, RlDecision *d);
+/* algo_window.c */
+extern bool rl_fixed_window(RlState *s, bool fresh, int64 t, int64 last,
+							const RlParams *p, RlOutcome *o, RlChain *chain);
+extern void rl_fixed_window_refund(RlState *s, int64 t, const RlParams *p,
+								   int64 cost, RlChain *chain);
+extern int64 rl_fixed_window_lease_end(const RlParams *p, int64 now,
+									   const RlOutcome *o);
+extern bool rl_sliding_window_counter(RlState *s, bool fresh, int64 t,
+									  int64 last, const RlParams *p,
+									  RlOutcome *o, RlChain *chain);
+extern void rl_sliding_window_counter_refund(RlState *s, int64 t,
+											 const RlParams *p, int64 cost,
+											 RlChain *chain);
+extern int64 rl_sliding_window_counter_lease_end(const RlParams *p,
+												 int64 now,
+												 const RlOutcome *o);
+extern bool rl_window_image_valid(const RlStateImage *img);
 
-/*
- * Give back cost units consumed at time t (a transaction that aborted, an
- * all-or-nothing check that failed).  Only what still counts is given
- * back: a consumption whose window has passed already stopped counting.
- */
-extern void rl_fixed_window_refund(RlWindowState *s, int64 t,
-								   const RlParams *p, int64 cost);
-extern void rl_sliding_window_counter_refund(RlWindowState *s, int64 t,
-											 const RlParams *p, int64 cost);
-extern void rl_token_bucket_refund(RlBucketState *s, const RlParams *p,
-								   int64 cost);
-extern void rl_leaky_bucket_refund(RlBucketState *s, const RlParams *p,
-								   int64 cost);
-extern void rl_log_refund(RlLogState *s, RlLogMemory *m, int64 t,
-						  int64 cost);
+/* algo_bucket.c */
+extern bool rl_token_bucket(RlState *s, bool fresh, int64 t, int64 last,
+							const RlParams *p, RlOutcome *o, RlChain *chain);
+extern void rl_token_bucket_refund(RlState *s, int64 t, const RlParams *p,
+								   int64 cost, RlChain *chain);
+extern int64 rl_token_bucket_lease_end(const RlParams *p, int64 now,
+									   const RlOutcome *o);
+extern bool rl_leaky_bucket(RlState *s, bool fresh, int64 t, int64 last,
+							const RlParams *p, RlOutcome *o, RlChain *chain);
+extern void rl_leaky_bucket_refund(RlState *s, int64 t, const RlParams *p,
+								   int64 cost, RlChain *chain);
+extern bool rl_bucket_image_valid(const RlStateImage *img);
 
+/* algo_log.c: sliding_window_log, and the only code that walks a chain */
+extern bool rl_sliding_window_log(RlState *s, bool fresh, int64 t,
+								  int64 last, const RlParams *p,
+								  RlOutcome *o, RlChain *chain);
+extern void rl_sliding_window_log_refund(RlState *s, int64 t,
+										 const RlParams *p, int64 cost,
+										 RlChain *chain);
+extern bool rl_log_image_valid(const RlStateImage *img);
 extern void rl_log_init(RlLogState *s);
-extern bool rl_sliding_window_log(RlLogState *s, RlLogMemory *m, int64 t,
-								  const RlParams *p, RlDecision *d);
+extern bool rl_log_append(RlLogState *s, RlChain *chain, int64 t,
+						  int64 cost);
+extern int	rl_log_walk(const RlLogState *s, const RlChain *chain,
+						RlLogEntry *out, int max);
+extern int	rl_log_length(const RlLogState *s, const RlChain *chain);
+extern void rl_log_release(RlLogState *s, RlChain *chain);
 
 #endif							/* RL_ALGO_H */

@@ -40,10 +40,11 @@ bucket_rescale(RlBucketState *s, int64 per, bool round_up)
  * token_bucket: a new key starts full (B tokens); tokens refill at r up to
  * B; allowed iff tokens >= c.
  */
-void
-rl_token_bucket(RlBucketState *s, bool fresh, int64 t, int64 last,
-				const RlParams *p, RlDecision *d)
+bool
+rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
+				const RlParams *p, RlOutcome *d, RlChain *chain)
 {
+	RlBucketState *s = &state->bucket;
 	int128		capacity = (int128) p->burst * p->per;
 	int128		cost = (int128) p->cost * p->per;
 
@@ -68,6 +69,7 @@ rl_token_bucket(RlBucketState *s, bool fresh, int64 t, int64 last,
 		rl_seconds(cost - s->scaled, p->limit);
 	d->reset_at = rl_time_after(t, capacity - s->scaled, p->limit);
 	d->delay = 0.0;
+	return true;
 }
 
 /*
@@ -75,10 +77,11 @@ rl_token_bucket(RlBucketState *s, bool fresh, int64 t, int64 last,
  * empty; allowed iff level + c <= B, and the admitted call is told to wait
  * until the queue ahead of it has drained.
  */
-void
-rl_leaky_bucket(RlBucketState *s, bool fresh, int64 t, int64 last,
-				const RlParams *p, RlDecision *d)
+bool
+rl_leaky_bucket(RlState *state, bool fresh, int64 t, int64 last,
+				const RlParams *p, RlOutcome *d, RlChain *chain)
 {
+	RlBucketState *s = &state->bucket;
 	int128		capacity = (int128) p->burst * p->per;
 	int128		cost = (int128) p->cost * p->per;
 
@@ -109,6 +112,7 @@ rl_leaky_bucket(RlBucketState *s, bool fresh, int64 t, int64 last,
 	}
 	d->remaining = rl_units(capacity - s->scaled, p->per);
 	d->reset_at = rl_time_after(t, s->scaled, p->limit);
+	return true;
 }
 
 /*
@@ -116,8 +120,10 @@ rl_leaky_bucket(RlBucketState *s, bool fresh, int64 t, int64 last,
  * refilled meanwhile has nothing left to give back).
  */
 void
-rl_token_bucket_refund(RlBucketState *s, const RlParams *p, int64 cost)
+rl_token_bucket_refund(RlState *state, int64 t, const RlParams *p,
+					   int64 cost, RlChain *chain)
 {
+	RlBucketState *s = &state->bucket;
 	int128		capacity = (int128) p->burst * p->per;
 
 	bucket_rescale(s, p->per, false);
@@ -130,10 +136,36 @@ rl_token_bucket_refund(RlBucketState *s, const RlParams *p, int64 cost)
  * leaky_bucket: the units leave the queue (what already drained is gone).
  */
 void
-rl_leaky_bucket_refund(RlBucketState *s, const RlParams *p, int64 cost)
+rl_leaky_bucket_refund(RlState *state, int64 t, const RlParams *p,
+					   int64 cost, RlChain *chain)
 {
+	RlBucketState *s = &state->bucket;
+
 	bucket_rescale(s, p->per, true);
 	s->scaled -= (int128) cost * p->per;
 	if (s->scaled < 0)
 		s->scaled = 0;
+}
+
+/*
+ * token_bucket's lease lasts one window W: tokens spent later than taken
+ * let the bucket refill meanwhile, by at most the lease (docs/redis.md).
+ */
+int64
+rl_token_bucket_lease_end(const RlParams *p, int64 now, const RlOutcome *o)
+{
+	return now + p->per;
+}
+
+/*
+ * A saved bucket: a window greater than zero and at most 100 years, and a
+ * content from zero to the largest burst a call may pass, times it.
+ */
+bool
+rl_bucket_image_valid(const RlStateImage *img)
+{
+	const RlBucketState *b = &img->state.bucket;
+
+	return img->nlog == 0 && b->per > 0 && b->per <= RL_MAX_PER &&
+		b->scaled >= 0 && b->scaled <= (int128) PG_INT64_MAX * b->per;
 }

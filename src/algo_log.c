@@ -9,6 +9,10 @@
  * Calls at the same microsecond merge into one entry.  Pure: no locks, no
  * allocation (the caller lends a spare block), no errors.
  *
+ * This file is the only one that knows how a log lies in its chain of
+ * blocks: the store lends its pool (RlChain) and gets emptied blocks back,
+ * and walks, appends and releases logs through the functions below.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -32,7 +36,7 @@ block_end(const RlLogState *s, uint32 block)
  * caller through m->freed_*.
  */
 static void
-log_expire(RlLogState *s, RlLogMemory *m, int64 t, int64 per)
+log_expire(RlLogState *s, RlChain *m, int64 t, int64 per)
 {
 	while (s->head != RL_NIL && LOG_OLDEST(s, m)->time <= t - per)
 	{
@@ -54,11 +58,11 @@ log_expire(RlLogState *s, RlLogMemory *m, int64 t, int64 per)
 }
 
 /*
- * Record cost at t.  Returns false, changing nothing, if that needs a block
- * and the caller lent none.
+ * Record cost at t, the log's newest time or later.  Returns false,
+ * changing nothing, if that needs a block and the caller lent none.
  */
-static bool
-log_append(RlLogState *s, RlLogMemory *m, int64 t, int64 cost)
+bool
+rl_log_append(RlLogState *s, RlChain *m, int64 t, int64 cost)
 {
 	RlLogEntry *entry;
 
@@ -100,7 +104,7 @@ log_append(RlLogState *s, RlLogMemory *m, int64 t, int64 cost)
  * in the limit.
  */
 static double
-log_retry_after(const RlLogState *s, const RlLogMemory *m, int64 t,
+log_retry_after(const RlLogState *s, const RlChain *m, int64 t,
 				const RlParams *p)
 {
 	uint32		block = s->head;
@@ -131,8 +135,10 @@ log_retry_after(const RlLogState *s, const RlLogMemory *m, int64 t,
  * block emptied that way is handed back through m->freed_*.
  */
 void
-rl_log_refund(RlLogState *s, RlLogMemory *m, int64 t, int64 cost)
+rl_sliding_window_log_refund(RlState *state, int64 t, const RlParams *p,
+							 int64 cost, RlChain *m)
 {
+	RlLogState *s = &state->log;
 	uint32		block = s->head;
 	uint32		before_tail = RL_NIL;
 	int			pos = s->head_pos;
@@ -193,20 +199,24 @@ rl_log_init(RlLogState *s)
 
 /*
  * sliding_window_log: allowed iff the live costs plus c fit in L; then a
- * call with c > 0 is logged.  The state must have been set up by
- * rl_log_init.  Returns false if the call had to be logged
- * but no block was lent; only expired entries have then been dropped.
+ * call with c > 0 is logged.  A state not fresh must have been set up by
+ * rl_log_init.  Returns false if the call had to be logged but no block
+ * was lent; only expired entries have then been dropped.
  */
 bool
-rl_sliding_window_log(RlLogState *s, RlLogMemory *m, int64 t,
-					  const RlParams *p, RlDecision *d)
+rl_sliding_window_log(RlState *state, bool fresh, int64 t, int64 last,
+					  const RlParams *p, RlOutcome *d, RlChain *m)
 {
+	RlLogState *s = &state->log;
+
+	if (fresh)
+		rl_log_init(s);
 	m->nfreed = 0;
 	m->freed_first = m->freed_last = RL_NIL;
 	log_expire(s, m, t, p->per);
 
 	d->allowed = p->cost <= p->limit - s->sum;
-	if (d->allowed && p->cost > 0 && !log_append(s, m, t, p->cost))
+	if (d->allowed && p->cost > 0 && !rl_log_append(s, m, t, p->cost))
 		return false;
 
 	d->remaining = Max(p->limit - s->sum, 0);
@@ -214,4 +224,80 @@ rl_sliding_window_log(RlLogState *s, RlLogMemory *m, int64 t,
 	d->reset_at = s->tail == RL_NIL ? t : LOG_NEWEST(s, m)->time + p->per;
 	d->delay = 0.0;
 	return true;
+}
+
+/*
+ * Copy the entries that still have a cost, oldest first, into out (room
+ * for max); returns how many there are (an entry a refund left at cost 0
+ * changes no decision).
+ */
+int
+rl_log_walk(const RlLogState *s, const RlChain *m, RlLogEntry *out, int max)
+{
+	uint32		block = s->head;
+	int			pos = s->head_pos;
+	int			n = 0;
+
+	while (block != RL_NIL)
+	{
+		for (; pos < block_end(s, block); pos++)
+		{
+			const RlLogEntry *entry = &m->blocks[block].entries[pos];
+
+			if (entry->cost == 0)
+				continue;
+			if (n < max)
+				out[n] = *entry;
+			n++;
+		}
+		block = block == s->tail ? RL_NIL : m->next[block];
+		pos = 0;
+	}
+	return n;
+}
+
+/* The number of entries rl_log_walk copies. */
+int
+rl_log_length(const RlLogState *s, const RlChain *m)
+{
+	return rl_log_walk(s, m, NULL, 0);
+}
+
+/*
+ * Empty the log, handing all its blocks back through m->freed_*.
+ */
+void
+rl_log_release(RlLogState *s, RlChain *m)
+{
+	m->nfreed = s->nblocks;
+	m->freed_first = s->nblocks > 0 ? s->head : RL_NIL;
+	m->freed_last = s->nblocks > 0 ? s->tail : RL_NIL;
+	rl_log_init(s);
+}
+
+/*
+ * A saved log: entries in strictly increasing time, within one longest
+ * window before the key's latest time and not after it, costs greater
+ * than zero, and their total the saved sum, within 64 bits.
+ */
+bool
+rl_log_image_valid(const RlStateImage *img)
+{
+	int128		total = 0;
+	int64		prev = PG_INT64_MIN;
+	int			i;
+
+	for (i = 0; i < img->nlog; i++)
+	{
+		const RlLogEntry *entry = &img->log[i];
+
+		if (entry->cost <= 0 || entry->time <= prev ||
+			entry->time > img->last || entry->time <= img->last - RL_MAX_PER)
+			return false;
+		prev = entry->time;
+		total += entry->cost;
+		if (total > PG_INT64_MAX)
+			return false;
+	}
+	return total == img->state.log.sum;
 }

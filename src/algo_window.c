@@ -42,22 +42,24 @@ window_roll(RlWindowState *s, bool fresh, int64 t, int64 per,
 /*
  * fixed_window: allowed iff count + c <= L, then count += c.
  */
-void
-rl_fixed_window(RlWindowState *s, bool fresh, int64 t, const RlParams *p,
-				RlDecision *d)
+bool
+rl_fixed_window(RlState *state, bool fresh, int64 t, int64 last,
+				const RlParams *p, RlOutcome *o, RlChain *chain)
 {
+	RlWindowState *s = &state->window;
 	int64		end;
 
 	window_roll(s, fresh, t, p->per, false);
 	end = s->start + p->per;
 
-	d->allowed = p->cost <= p->limit - s->cur;
-	if (d->allowed)
+	o->allowed = p->cost <= p->limit - s->cur;
+	if (o->allowed)
 		s->cur += p->cost;
-	d->remaining = Max(p->limit - s->cur, 0);
-	d->retry_after = d->allowed ? 0.0 : rl_seconds(end - t, 1);
-	d->reset_at = s->cur > 0 ? end : t;
-	d->delay = 0.0;
+	o->remaining = Max(p->limit - s->cur, 0);
+	o->retry_after = o->allowed ? 0.0 : rl_seconds(end - t, 1);
+	o->reset_at = s->cur > 0 ? end : t;
+	o->delay = 0.0;
+	return true;
 }
 
 /*
@@ -65,10 +67,11 @@ rl_fixed_window(RlWindowState *s, bool fresh, int64 t, const RlParams *p,
  * of it still inside the sliding window, plus the current count.  All
  * comparisons are made on values multiplied by W, so they are exact.
  */
-void
-rl_sliding_window_counter(RlWindowState *s, bool fresh, int64 t,
-						  const RlParams *p, RlDecision *d)
+bool
+rl_sliding_window_counter(RlState *state, bool fresh, int64 t, int64 last,
+						  const RlParams *p, RlOutcome *o, RlChain *chain)
 {
+	RlWindowState *s = &state->window;
 	int64		per = p->per;
 	int64		elapsed;
 	int128		capacity;
@@ -80,12 +83,12 @@ rl_sliding_window_counter(RlWindowState *s, bool fresh, int64 t,
 	capacity = (int128) p->limit * per;
 	used = (int128) s->prev * (per - elapsed) + (int128) s->cur * per;
 
-	d->allowed = used + cost <= capacity;
-	if (d->allowed)
+	o->allowed = used + cost <= capacity;
+	if (o->allowed)
 	{
 		s->cur += p->cost;
 		used += cost;
-		d->retry_after = 0.0;
+		o->retry_after = 0.0;
 	}
 	else if ((int128) s->cur + p->cost <= p->limit)
 	{
@@ -95,7 +98,7 @@ rl_sliding_window_counter(RlWindowState *s, bool fresh, int64 t,
 		 */
 		int128		slack = (int128) p->limit - s->cur - p->cost;
 
-		d->retry_after = rl_seconds((int128) (per - elapsed) * s->prev -
+		o->retry_after = rl_seconds((int128) (per - elapsed) * s->prev -
 									slack * per, s->prev);
 	}
 	else
@@ -107,27 +110,30 @@ rl_sliding_window_counter(RlWindowState *s, bool fresh, int64 t,
 		 */
 		int128		excess = (int128) s->cur + p->cost - p->limit;
 
-		d->retry_after = rl_seconds((int128) (per - elapsed) * s->cur +
+		o->retry_after = rl_seconds((int128) (per - elapsed) * s->cur +
 									excess * per, s->cur);
 	}
 
-	d->remaining = rl_units(capacity - used, per);
+	o->remaining = rl_units(capacity - used, per);
 	if (s->cur > 0)
-		d->reset_at = s->start + 2 * per;
+		o->reset_at = s->start + 2 * per;
 	else if (s->prev > 0)
-		d->reset_at = s->start + per;
+		o->reset_at = s->start + per;
 	else
-		d->reset_at = t;
-	d->delay = 0.0;
+		o->reset_at = t;
+	o->delay = 0.0;
+	return true;
 }
 
 /*
  * fixed_window: the units still count only while their window lasts.
  */
 void
-rl_fixed_window_refund(RlWindowState *s, int64 t, const RlParams *p,
-					   int64 cost)
+rl_fixed_window_refund(RlState *state, int64 t, const RlParams *p,
+					   int64 cost, RlChain *chain)
 {
+	RlWindowState *s = &state->window;
+
 	if (s->start == rl_floor_div(t, p->per) * p->per)
 		s->cur = Max(s->cur - cost, 0);
 }
@@ -137,13 +143,48 @@ rl_fixed_window_refund(RlWindowState *s, int64 t, const RlParams *p,
  * the window has rolled once since (where they still weigh).
  */
 void
-rl_sliding_window_counter_refund(RlWindowState *s, int64 t,
-								 const RlParams *p, int64 cost)
+rl_sliding_window_counter_refund(RlState *state, int64 t, const RlParams *p,
+								 int64 cost, RlChain *chain)
 {
+	RlWindowState *s = &state->window;
 	int64		start = rl_floor_div(t, p->per) * p->per;
 
 	if (s->start == start)
 		s->cur = Max(s->cur - cost, 0);
 	else if (s->start == start + p->per)
 		s->prev = Max(s->prev - cost, 0);
+}
+
+/*
+ * fixed_window's lease lasts until the end of its window: the call
+ * consumed, so reset_at is the window's end.
+ */
+int64
+rl_fixed_window_lease_end(const RlParams *p, int64 now, const RlOutcome *o)
+{
+	return o->reset_at;
+}
+
+/*
+ * sliding_window_counter's lease too: its window ends one W before
+ * reset_at (the start plus 2 W).
+ */
+int64
+rl_sliding_window_counter_lease_end(const RlParams *p, int64 now,
+									const RlOutcome *o)
+{
+	return o->reset_at - p->per;
+}
+
+/*
+ * A saved window: counts not negative, the window holding the latest time
+ * and at most 100 years long.
+ */
+bool
+rl_window_image_valid(const RlStateImage *img)
+{
+	const RlWindowState *w = &img->state.window;
+
+	return img->nlog == 0 && w->cur >= 0 && w->prev >= 0 &&
+		w->start <= img->last && w->start > img->last - RL_MAX_PER;
 }

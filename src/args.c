@@ -20,9 +20,8 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
-#include "backend.h"
 #include "compat.h"
-#include "store.h"
+#include "dispatch.h"
 
 /* role whose members may pass an explicit "at", besides superusers */
 #define RL_ADMIN_ROLE		"ratelimit_admin"
@@ -31,7 +30,7 @@
 void
 rl_require_store(void)
 {
-	if (!rl_store_ready())
+	if (!rl_dispatch_ready())
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("ratelimit must be loaded via \"shared_preload_libraries\""),
@@ -57,7 +56,7 @@ rl_arg_algo(text *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown algorithm \"%s\"", text_to_cstring(name)),
-				 errhint("Valid algorithms are fixed_window, sliding_window_log, sliding_window_counter, token_bucket and leaky_bucket.")));
+				 errhint("Valid algorithms are %s.", rl_algo_list(false))));
 	return algo;
 }
 
@@ -164,13 +163,13 @@ rl_arg_cost(int64 cost)
 void
 rl_cost_check(RlAlgo algo, const RlParams *p)
 {
-	int64		capacity = rl_algo_has_burst(algo) ? p->burst : p->limit;
+	int64		capacity = rl_algo_capacity(algo, p);
 
 	if (p->cost > capacity)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"cost\" (" INT64_FORMAT ") exceeds the %s (" INT64_FORMAT ") and can never be admitted",
-						p->cost, rl_algo_has_burst(algo) ? "burst" : "limit",
+						p->cost, rl_algo(algo)->has_burst ? "burst" : "limit",
 						capacity)));
 }
 
@@ -184,12 +183,12 @@ rl_params_check(RlAlgo algo, RlParams *p, bool burst_given)
 {
 	if (!burst_given)
 		p->burst = p->limit;
-	else if (!rl_algo_has_burst(algo))
+	else if (!rl_algo(algo)->has_burst)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"burst\" does not apply to algorithm \"%s\"",
 						rl_algo_name(algo)),
-				 errhint("Only token_bucket and leaky_bucket have a burst; pass NULL.")));
+				 errhint("Only %s have a burst; pass NULL.", rl_algo_list(true))));
 	else
 		rl_arg_positive(p->burst, "burst");
 	rl_cost_check(algo, p);

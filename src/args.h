@@ -12,14 +12,7 @@
 #include "fmgr.h"
 #include "datatype/timestamp.h"
 
-#include "algo.h"
-
-/*
- * Accepted range of "at" (Unix us, about +-36000 years) and of "per" (100
- * years).  The state file's values are held to the same ranges.
- */
-#define RL_MAX_ABS_TIME		((int64) 1 << 60)
-#define RL_MAX_PER			(INT64CONST(36525) * USECS_PER_DAY)
+#include "engine.h"
 
 extern void rl_require_store(void);
 extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,

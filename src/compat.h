@@ -74,4 +74,17 @@
 	CreateWaitEventSet(TopMemoryContext, (nevents))
 #endif
 
+/*
+ * A variable shared between the files of the library and nothing else.
+ * 16 builds modules with -fvisibility=hidden, so such a variable is
+ * reached directly; 15 does not, and a variable of default visibility in a
+ * shared library is reached through the global offset table: one load
+ * more per use on the store's hot path.  Hidden on every version alike.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define rl_hidden __attribute__((visibility("hidden")))
+#else
+#define rl_hidden
+#endif
+
 #endif							/* RL_COMPAT_H */

@@ -1,8 +1,16 @@
 /*-------------------------------------------------------------------------
  *
  * dispatch.c
- *		Decide a request with the configured backend, and apply
- *		ratelimit.fail_mode when that backend cannot decide.
+ *		The only door to the engines: resolve a request's backend and fail
+ *		mode, pick the engine, compose hybrid, apply fail_mode and shadow,
+ *		count the decision, and hand its receipts to the refund tracker.
+ *
+ * The SQL functions (functions.c, trigger.c, policy.c) reach per-key
+ * state only through the functions here; the engines (engine.h) are
+ * called only from here, from the refund tracker (refund.c) and from the
+ * state file (persist.c).  Decisions are zeroed in one place
+ * (decision_init), and an engine's outcome and receipt are taken as they
+ * come: hybrid is the store's receipt of its pre-check plus Redis's.
  *
  * No shared state of its own.
  *
@@ -10,45 +18,126 @@
  */
 #include "postgres.h"
 
-#include "utils/timestamp.h"
+#include "utils/guc.h"
 
-#include "backend.h"
-#include "guc.h"
-#include "redis.h"
+#include "dispatch.h"
+#include "refund.h"
 #include "stats.h"
 #include "store.h"
 
-static void apply_shadow(const RlRequest *req, RlDecision *d);
+int			rl_backend = RL_BACKEND_LOCAL;
+int			rl_fail_mode = RL_FAIL_OPEN;
+double		rl_hybrid_multiple = 2.0;
+bool		rl_refund_on_rollback = false;
+
+const struct config_enum_entry rl_backend_options[] = {
+	{"local", RL_BACKEND_LOCAL, false},
+	{"redis", RL_BACKEND_REDIS, false},
+	{"hybrid", RL_BACKEND_HYBRID, false},
+	{NULL, 0, false}
+};
+
+const struct config_enum_entry rl_fail_mode_options[] = {
+	{"open", RL_FAIL_OPEN, false},
+	{"closed", RL_FAIL_CLOSED, false},
+	{"local", RL_FAIL_LOCAL, false},
+	{NULL, 0, false}
+};
 
 /*
- * The real clock (never the transaction's frozen now()), in microseconds
- * since the Unix epoch.
+ * Define the dispatcher's settings (from _PG_init).  They change what gets
+ * admitted, so they are superuser-only (PGC_SUSET): an ordinary role
+ * cannot loosen its own limits.
  */
-int64
-rl_clock_now(void)
+void
+rl_dispatch_init(void)
 {
-	return GetCurrentTimestamp() + RL_UNIX_OFFSET;
+	DefineCustomEnumVariable("ratelimit.fail_mode",
+							 "What to decide when the limiter cannot track or reach a key's state.",
+							 "open allows the call, closed denies it, local decides it in shared memory (Redis backend only).",
+							 &rl_fail_mode,
+							 RL_FAIL_OPEN, rl_fail_mode_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("ratelimit.refund_on_rollback",
+							 "Give back what direct calls consumed when their transaction aborts.",
+							 "Quota triggers always do.  Off by default: a rolled-back transaction may still have read data or answered a client.",
+							 &rl_refund_on_rollback,
+							 false,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("ratelimit.backend",
+							 "Where decisions are made: local shared memory, Redis, or both.",
+							 "hybrid checks a local limit of ratelimit.hybrid_multiple times the limit first, then asks Redis.",
+							 &rl_backend,
+							 RL_BACKEND_LOCAL, rl_backend_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomRealVariable("ratelimit.hybrid_multiple",
+							 "Local pre-check of hybrid mode, as a multiple of the limit.",
+							 NULL,
+							 &rl_hybrid_multiple,
+							 2.0, 1.0, 1000000.0,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+}
+
+/* Is the library preloaded, its shared state there? */
+bool
+rl_dispatch_ready(void)
+{
+	return rl_store_ready();
+}
+
+int
+rl_request_backend(const RlRequest *req)
+{
+	return req->backend == RL_SETTING ? rl_backend : req->backend;
+}
+
+int
+rl_request_fail_mode(const RlRequest *req)
+{
+	return req->fail_mode == RL_SETTING ? rl_fail_mode : req->fail_mode;
+}
+
+/* A decision before anything decided it: the one place it is zeroed. */
+static inline void
+decision_init(RlDecision *d)
+{
+	memset(d, 0, sizeof(*d));
+}
+
+/* Keep a receipt of what an engine consumed. */
+static inline void
+add_receipt(RlDecision *d, const RlReceipt *r)
+{
+	if (r->engine != RL_ENGINE_NONE)
+	{
+		Assert(d->nreceipts < RL_MAX_RECEIPTS);
+		d->receipts[d->nreceipts++] = *r;
+	}
 }
 
 /*
- * The decision for a call no backend could decide.  Allowing reports what a
+ * The outcome for a call no engine could decide.  Allowing reports what a
  * new key would (nothing is recorded); denying asks to retry after one
- * window.
+ * window.  Receipts already kept (hybrid's pre-check) stay.
  */
-void
-rl_fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
+static void
+fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 {
 	int64		t = req->at == RL_NO_TIME ? now : req->at;
-	int64		capacity = rl_algo_has_burst(req->algo) ?
-		req->params.burst : req->params.limit;
 
-	d->allowed = allow;
-	d->remaining = allow ? capacity - req->params.cost : 0;
-	d->retry_after = allow ? 0.0 : (double) req->params.per / 1000000.0;
-	d->reset_at = allow ? t : t + req->params.per;
-	d->delay = 0.0;
-	d->time = t;
-	d->stored = false;
+	d->out.allowed = allow;
+	d->out.remaining = allow ?
+		rl_algo_capacity(req->algo, &req->params) - req->params.cost : 0;
+	d->out.retry_after = allow ? 0.0 : (double) req->params.per / 1000000.0;
+	d->out.reset_at = allow ? t : t + req->params.per;
+	d->out.delay = 0.0;
 	d->failed = true;
 }
 
@@ -59,8 +148,12 @@ rl_fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 static void
 local_decide(const RlRequest *req, int64 now, int fail_mode, RlDecision *d)
 {
-	if (rl_store_decide(req, now, d) == RL_NO_ROOM)
-		rl_fail_decision(req, now, fail_mode != RL_FAIL_CLOSED, d);
+	RlReceipt	r;
+
+	if (rl_engine(RL_ENGINE_STORE)->decide(req, now, &d->out, &r) == RL_OK)
+		add_receipt(d, &r);
+	else
+		fail_decision(req, now, fail_mode != RL_FAIL_CLOSED, d);
 }
 
 /* n times ratelimit.hybrid_multiple, within what the algorithms accept */
@@ -90,44 +183,38 @@ hybrid_precheck(const RlRequest *req)
  * hybrid first decides locally with the limit and burst multiplied by
  * ratelimit.hybrid_multiple: a cheap sanity limit per server that keeps
  * floods away from Redis.  What it denies is denied; what it admits goes to
- * Redis.  When Redis cannot decide, fail_mode applies; "local" then keeps
- * the local answer (the pre-check's in hybrid mode).  With
- * ratelimit.redis_batch, Redis's answers may come from a lease this backend
- * took earlier (redis_batch.c).
+ * Redis, and the decision keeps both receipts.  When Redis cannot decide,
+ * fail_mode applies; "local" then keeps the local answer (the pre-check's
+ * in hybrid mode).
  */
 static void
 decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 	   RlDecision *d)
 {
-	RlDecision	remote;
+	const RlEngine *redis = rl_engine(RL_ENGINE_REDIS);
+	RlOutcome	out;
+	RlReceipt	r;
 
 	if (backend == RL_BACKEND_LOCAL)
 	{
 		local_decide(req, now, fail_mode, d);
 		return;
 	}
-	rl_redis_check_request(req);
+	redis->validate(req);
 	if (backend == RL_BACKEND_HYBRID)
 	{
 		RlRequest	pre = hybrid_precheck(req);
 
 		local_decide(&pre, now, fail_mode, d);
-		/* recorded with the pre-check's parameters, not the request's */
-		d->prechecked = d->stored;
-		d->precheck_time = d->time;
-		d->precheck_incarnation = d->incarnation;
-		d->stored = false;
-		if (!d->allowed)
+		if (!d->out.allowed)
 			return;
 	}
 
-	if ((rl_redis_batch > 0 ? rl_batch_decide(req, &remote) :
-		 rl_redis_decide(req, &remote)) == RL_OK)
+	if (redis->decide(req, now, &out, &r) == RL_OK)
 	{
-		remote.prechecked = d->prechecked;
-		remote.precheck_time = d->precheck_time;
-		remote.precheck_incarnation = d->precheck_incarnation;
-		*d = remote;
+		d->out = out;
+		d->failed = false;
+		add_receipt(d, &r);
 	}
 	else if (fail_mode == RL_FAIL_LOCAL)
 	{
@@ -135,154 +222,104 @@ decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 			local_decide(req, now, fail_mode, d);
 	}
 	else
-		rl_fail_decision(req, now, fail_mode == RL_FAIL_OPEN, d);
-}
-
-int
-rl_request_backend(const RlRequest *req)
-{
-	return req->backend == RL_SETTING ? rl_backend : req->backend;
-}
-
-int
-rl_request_fail_mode(const RlRequest *req)
-{
-	return req->fail_mode == RL_SETTING ? rl_fail_mode : req->fail_mode;
-}
-
-/*
- * Decide one request with its policy's backend and fail mode, or the
- * settings'.  The clock is read once here, before any lock.  A shadow
- * (dry-run) request is decided and counted like any other, then allowed.
- */
-void
-rl_decide(const RlRequest *req, RlDecision *d)
-{
-	int64		now = rl_clock_now();
-
-	memset(d, 0, sizeof(*d));
-	decide(req, now, rl_request_backend(req), rl_request_fail_mode(req), d);
-	apply_shadow(req, d);
-	rl_stats_count(req, d);
-}
-
-/* A receipt of units consumed in an engine with these parameters. */
-static RlReceipt
-receipt(RlEngine engine, RlParams params, int64 time, uint64 incarnation)
-{
-	RlReceipt	r;
-
-	r.engine = engine;
-	r.params = params;
-	r.time = time;
-	r.incarnation = incarnation;
-	return r;
-}
-
-/*
- * Fill receipts with where and with what a decision consumed: the store,
- * hybrid's pre-check (in the store, with the pre-check's parameters, time
- * and incarnation), Redis, this backend's lease.  Returns how many; none
- * for a decision that consumed nothing (denied, a shadow's denial turned
- * into an allow, cost 0).
- */
-int
-rl_receipts(const RlRequest *req, const RlDecision *d, RlReceipt *receipts)
-{
-	int			n = 0;
-
-	if (!d->allowed || d->shadowed || req->params.cost == 0)
-		return 0;
-	if (d->stored)
-		receipts[n++] = receipt(RL_ENGINE_STORE, req->params, d->time,
-								d->incarnation);
-	if (d->prechecked)
-		receipts[n++] = receipt(RL_ENGINE_STORE, hybrid_precheck(req).params,
-								d->precheck_time, d->precheck_incarnation);
-	if (d->remote)
-		receipts[n++] = receipt(RL_ENGINE_REDIS, req->params, d->time,
-								d->incarnation);
-	if (d->leased)
-		receipts[n++] = receipt(RL_ENGINE_LEASE, req->params, d->time,
-								d->incarnation);
-	return n;
-}
-
-/*
- * Give back what a receipt of the request (its database, algorithm and key;
- * the receipt has the parameters and the cost) records, where it was
- * consumed.  Only what still counts there is given back (see the engines'
- * refunds).  Never raises an error.
- */
-void
-rl_refund_receipt(const RlRequest *req, const RlReceipt *r)
-{
-	RlRequest	q = *req;
-
-	q.params = r->params;
-	switch (r->engine)
-	{
-		case RL_ENGINE_STORE:
-			rl_store_refund(&q, r->time, r->params.cost, r->incarnation);
-			break;
-		case RL_ENGINE_REDIS:
-			rl_redis_refund(&q, r->time, r->incarnation);
-			break;
-		case RL_ENGINE_LEASE:
-			rl_batch_refund(&q, r->incarnation);
-			break;
-	}
-}
-
-/*
- * Give back what a decision consumed, wherever it was recorded (its
- * receipts).  Never raises an error.
- */
-void
-rl_give_back(const RlRequest *req, const RlDecision *d)
-{
-	RlReceipt	receipts[RL_MAX_RECEIPTS];
-	int			n = rl_receipts(req, d, receipts);
-	int			i;
-
-	for (i = 0; i < n; i++)
-		rl_refund_receipt(req, &receipts[i]);
+		fail_decision(req, now, fail_mode == RL_FAIL_OPEN, d);
 }
 
 /* A shadow request is allowed whatever it decided. */
 static void
 apply_shadow(const RlRequest *req, RlDecision *d)
 {
-	if (req->shadow && !d->allowed)
+	if (req->shadow && !d->out.allowed)
 	{
-		d->allowed = true;
-		d->retry_after = 0.0;
+		d->out.allowed = true;
+		d->out.retry_after = 0.0;
 		d->shadowed = true;
 	}
 }
 
 /*
- * Decide n requests all or nothing in the shared-memory store
- * (rl_store_decide_all), filling ds from scratch: the atomicity comes from
- * holding the store's partition locks together.  A request the store has
- * no room for is decided by its fail_mode ("local" counting as "open"), a
- * denial counting against the whole.  Returns whether all admitted.
+ * Decide one request with its policy's backend and fail mode, or the
+ * settings'.  The clock is read once here, before any lock.  A shadow
+ * (dry-run) request is decided and counted like any other, then allowed.
+ * A tracked request's consumption is given back if its (sub)transaction
+ * aborts.
+ */
+void
+rl_decide(const RlRequest *req, RlDecision *d)
+{
+	int64		now = rl_clock_now();
+
+	decision_init(d);
+	decide(req, now, rl_request_backend(req), rl_request_fail_mode(req), d);
+	apply_shadow(req, d);
+	rl_stats_count(req, &d->out, d->failed, d->shadowed);
+	if (req->track)
+		rl_track(req, d);
+}
+
+/*
+ * Remember what a decision consumed, to give it back if the current
+ * (sub)transaction aborts (refund.c).  A shadow's denial turned into an
+ * allow consumed nothing, and has no receipt.
+ */
+void
+rl_track(const RlRequest *req, const RlDecision *d)
+{
+	if (d->nreceipts > 0)
+		rl_refund_track(req, d->receipts, d->nreceipts);
+}
+
+/*
+ * Give back at once what a decision consumed, wherever it was recorded
+ * (its receipts), and forget its receipts.
+ */
+void
+rl_give_back(const RlRequest *req, RlDecision *d)
+{
+	int			i;
+
+	for (i = 0; i < d->nreceipts; i++)
+		(void) rl_engine(d->receipts[i].engine)->refund(req, &d->receipts[i]);
+	d->nreceipts = 0;
+}
+
+/*
+ * Decide n requests all or nothing in the shared-memory store, filling ds
+ * (zeroed by the caller): the atomicity comes from holding the store's
+ * partition locks together.  A request the store has no room for is
+ * decided by its fail_mode ("local" counting as "open"), a denial counting
+ * against the whole.  Returns whether all admitted.
  */
 static bool
 local_decide_all(const RlRequest *reqs, int n, int64 now, RlDecision *ds)
 {
 	bool		fail_open[RL_MAX_MULTI] = {0};
 	RlStatus	statuses[RL_MAX_MULTI];
-	bool		all;
+	RlOutcome	outs[RL_MAX_MULTI];
+	RlReceipt	receipts[RL_MAX_MULTI];
+	bool		all = true;
 	int			i;
 
-	memset(ds, 0, sizeof(RlDecision) * n);
 	for (i = 0; i < n; i++)
 		fail_open[i] = rl_request_fail_mode(&reqs[i]) != RL_FAIL_CLOSED;
-	all = rl_store_decide_all(reqs, n, now, fail_open, ds, statuses);
+	(void) rl_engine(RL_ENGINE_STORE)->decide_all(reqs, n, now, fail_open,
+												  outs, receipts, statuses);
 	for (i = 0; i < n; i++)
-		if (statuses[i] == RL_NO_ROOM)
-			rl_fail_decision(&reqs[i], now, fail_open[i], &ds[i]);
+	{
+		if (statuses[i] == RL_OK)
+		{
+			ds[i].out = outs[i];
+			add_receipt(&ds[i], &receipts[i]);
+			if (!outs[i].allowed && !reqs[i].shadow)
+				all = false;
+		}
+		else
+		{
+			fail_decision(&reqs[i], now, fail_open[i], &ds[i]);
+			if (!fail_open[i])
+				all = false;
+		}
+	}
 	return all;
 }
 
@@ -322,20 +359,12 @@ fail_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 			}
 		}
 		else
-		{
-			bool		pc = ds[i].prechecked;
-			int64		pt = ds[i].precheck_time;
-			uint64		pi = ds[i].precheck_incarnation;
-
-			rl_fail_decision(&reqs[i], now, mode == RL_FAIL_OPEN, &ds[i]);
-			ds[i].prechecked = pc;
-			ds[i].precheck_time = pt;
-			ds[i].precheck_incarnation = pi;
-		}
+			fail_decision(&reqs[i], now, mode == RL_FAIL_OPEN, &ds[i]);
 	}
 	all = !closed;
 	if (nsub > 0)
 	{
+		memset(subd, 0, sizeof(RlDecision) * nsub);
 		all = local_decide_all(sub, nsub, now, subd);
 		for (i = 0; i < nsub; i++)
 			ds[subidx[i]] = subd[i];
@@ -354,39 +383,33 @@ static bool
 remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 				  RlDecision *ds)
 {
+	const RlEngine *redis = rl_engine(RL_ENGINE_REDIS);
 	RlRequest	pre[RL_MAX_MULTI];
-	RlDecision	remote[RL_MAX_MULTI];
+	RlOutcome	outs[RL_MAX_MULTI];
+	RlReceipt	receipts[RL_MAX_MULTI];
+	RlStatus	statuses[RL_MAX_MULTI];
+	bool		fail_open[RL_MAX_MULTI] = {0};
 	bool		all;
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
-		rl_redis_check_request(&reqs[i]);
+		redis->validate(&reqs[i]);
 		pre[i] = hybrid_precheck(&reqs[i]);
 	}
-	if (hybrid)
-	{
-		if (!local_decide_all(pre, n, now, ds))
-			return false;
-		for (i = 0; i < n; i++)
-		{
-			ds[i].prechecked = ds[i].stored;
-			ds[i].precheck_time = ds[i].time;
-			ds[i].precheck_incarnation = ds[i].incarnation;
-			ds[i].stored = false;
-		}
-	}
+	if (hybrid && !local_decide_all(pre, n, now, ds))
+		return false;
 
-	if (rl_redis_decide_all(reqs, n, remote) == RL_OK)
+	if (redis->decide_all(reqs, n, now, fail_open, outs, receipts,
+						  statuses) == RL_OK)
 	{
 		all = true;
 		for (i = 0; i < n; i++)
 		{
-			remote[i].prechecked = ds[i].prechecked;
-			remote[i].precheck_time = ds[i].precheck_time;
-			remote[i].precheck_incarnation = ds[i].precheck_incarnation;
-			ds[i] = remote[i];
-			if (!ds[i].allowed && !reqs[i].shadow)
+			ds[i].out = outs[i];
+			ds[i].failed = false;
+			add_receipt(&ds[i], &receipts[i]);
+			if (!outs[i].allowed && !reqs[i].shadow)
 				all = false;
 		}
 	}
@@ -395,13 +418,21 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 
 	if (hybrid && !all)
 		for (i = 0; i < n; i++)
-			if (ds[i].prechecked)
+		{
+			int			j;
+			int			kept = 0;
+
+			/* the pre-check's receipts are the store's */
+			for (j = 0; j < ds[i].nreceipts; j++)
 			{
-				rl_store_refund(&pre[i], ds[i].precheck_time,
-								reqs[i].params.cost,
-								ds[i].precheck_incarnation);
-				ds[i].prechecked = false;
+				if (ds[i].receipts[j].engine == RL_ENGINE_STORE)
+					(void) rl_engine(RL_ENGINE_STORE)->refund(&pre[i],
+															  &ds[i].receipts[j]);
+				else
+					ds[i].receipts[kept++] = ds[i].receipts[j];
 			}
+			ds[i].nreceipts = kept;
+		}
 	return all;
 }
 
@@ -438,7 +469,8 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 					 errdetail("Key %d is decided by the %s backend, key 1 by the %s backend.",
 							   i + 1, backend_name(rl_request_backend(&reqs[i])),
 							   backend_name(backend))));
-	memset(ds, 0, sizeof(RlDecision) * n);
+	for (i = 0; i < n; i++)
+		decision_init(&ds[i]);
 
 	now = rl_clock_now();
 	if (backend == RL_BACKEND_LOCAL)
@@ -448,7 +480,76 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 	for (i = 0; i < n; i++)
 	{
 		apply_shadow(&reqs[i], &ds[i]);
-		rl_stats_count(&reqs[i], &ds[i]);
+		rl_stats_count(&reqs[i], &ds[i].out, ds[i].failed, ds[i].shadowed);
 	}
+	if (all)
+		for (i = 0; i < n; i++)
+			if (reqs[i].track)
+				rl_track(&reqs[i], &ds[i]);
 	return all;
+}
+
+/*
+ * Drop a key's state (rl_reset): for one algorithm or all of them, in the
+ * store, and in Redis too when the request's backend is not local.
+ * Returns the number of states dropped.  An ERROR if Redis cannot be
+ * reached (the store, cleared first, stays cleared).
+ */
+int64
+rl_reset_key(const RlRequest *req, bool all_algos)
+{
+	int64		dropped;
+
+	dropped = rl_engine(RL_ENGINE_STORE)->reset(req->dbid, req->key,
+												req->keylen, all_algos,
+												req->algo);
+	if (rl_request_backend(req) != RL_BACKEND_LOCAL)
+		dropped += rl_engine(RL_ENGINE_REDIS)->reset(req->dbid, req->key,
+													 req->keylen, all_algos,
+													 req->algo);
+	return dropped;
+}
+
+/*
+ * Drop every state of a database (InvalidOid: of all), in the store, and
+ * in Redis when ratelimit.backend uses it or policies_remote says a policy
+ * does.
+ */
+int64
+rl_reset_database(Oid dbid, bool policies_remote)
+{
+	int64		dropped = rl_engine(RL_ENGINE_STORE)->reset_all(dbid);
+
+	if (rl_backend != RL_BACKEND_LOCAL || policies_remote)
+		dropped += rl_engine(RL_ENGINE_REDIS)->reset_all(dbid);
+	return dropped;
+}
+
+/* An engine's figures (rl_store_info, rl_redis_info). */
+int
+rl_engine_info(RlEngineId engine, RlInfoItem *items)
+{
+	return rl_engine(engine)->info(items);
+}
+
+/* The next key holding state in the store (rl_keys). */
+bool
+rl_scan_keys(Oid dbid, uint64 *cursor, RlKeyImage *img)
+{
+	return rl_engine(RL_ENGINE_STORE)->scan(dbid, cursor, img);
+}
+
+/* What a look at a key of the store would report now (rl_keys). */
+bool
+rl_peek(const RlRequest *req, int64 now, RlOutcome *out)
+{
+	return rl_engine(RL_ENGINE_STORE)->peek(req, now, out);
+}
+
+/* The store's owners (rl_owners), palloc'd; returns how many. */
+int
+rl_owners_list(RlOwnerImage **owners)
+{
+	*owners = palloc(sizeof(RlOwnerImage) * rl_store_max_owners());
+	return rl_store_owners(*owners);
 }

@@ -13,7 +13,8 @@
  * reinitialization of shared memory.
  *
  * Format (version RL_PERSIST_VERSION, native byte order):
- *	header	 magic, version, PG_VERSION_NUM, entry count
+ *	header	 magic, version, PG_VERSION_NUM (read back: its major only),
+ *			 entry count
  *	entries	 RlPersistEntry: database, algorithm, key length, log length,
  *			 owner (database, role), last, idle_at, 24 bytes of state (a
  *			 sliding log: the sum of its costs); then the key bytes and
@@ -22,14 +23,15 @@
  *
  * The file is not trusted.  Only a regular file is read, opened without
  * blocking (a FIFO at the path must not hang the start).  A file that is
- * short, of another magic or version, fails its CRC or follows an unclean
- * shutdown is ignored whole.  Each entry is checked against what a call
- * could have produced, with the ranges the SQL functions apply to their
- * arguments (args.h); an entry that fails is dropped, and the drops are
- * logged once, with a count per reason.
+ * short, of another magic or version (or of another PostgreSQL major
+ * release), fails its CRC or follows an unclean shutdown is ignored
+ * whole.  Each entry is checked against what a call could have produced,
+ * with the ranges the SQL functions apply to their arguments (algo.h), the
+ * state by its algorithm (the table's image_valid); an entry that fails is
+ * dropped, and the drops are logged once, with a count per reason.
  *
- * Runs only in the postmaster, when no backend exists: the store's locks
- * are not taken.
+ * Runs only in the postmaster, when no backend exists: the store engine's
+ * images and restore take no lock.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,10 +51,8 @@
 #include "utils/memutils.h"
 
 #include "algo_common.h"
-#include "args.h"
-#include "backend.h"
+#include "engine.h"
 #include "persist.h"
-#include "store.h"
 
 #define RL_PERSIST_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ratelimit.state"
 #define RL_PERSIST_TMP		RL_PERSIST_FILE ".tmp"
@@ -88,7 +88,7 @@ typedef struct RlPersistEntry
 	char		state[24];
 } RlPersistEntry;
 
-StaticAssertDecl(sizeof(((RlEntryImage *) 0)->state) == 24,
+StaticAssertDecl(sizeof(RlState) == 24,
 				 "saved state size must match the store's");
 StaticAssertDecl(sizeof(RlPersistEntry) == 64,
 				 "the saved entry has no padding");
@@ -194,18 +194,19 @@ write_entry(const RlEntryImage *img, void *arg)
 	pe.dbid = img->dbid;
 	pe.algo = img->algo;
 	pe.keylen = img->keylen;
-	pe.nlog = img->nlog;
 	pe.owner_dbid = img->owner_dbid;
 	pe.owner_roleid = img->owner_roleid;
-	pe.last = img->last;
-	pe.idle_at = img->idle_at;
-	if (img->algo == RL_SLIDING_WINDOW_LOG)
-		memcpy(pe.state, &img->logsum, sizeof(img->logsum));
+	pe.nlog = img->saved.nlog;
+	pe.last = img->saved.last;
+	pe.idle_at = img->saved.idle_at;
+	/* a log: the sum of its costs, then zeros; the entries follow the key */
+	if (rl_algo(img->algo)->state == RL_STATE_LOG)
+		memcpy(pe.state, &img->saved.state.log.sum, sizeof(int64));
 	else
-		memcpy(pe.state, &img->state, sizeof(pe.state));
+		memcpy(pe.state, &img->saved.state, sizeof(pe.state));
 	writer_put(w, &pe, sizeof(pe), true);
 	writer_put(w, img->key, img->keylen, true);
-	writer_put(w, img->log, sizeof(RlLogEntry) * img->nlog, true);
+	writer_put(w, img->saved.log, sizeof(RlLogEntry) * img->saved.nlog, true);
 	w->count++;
 }
 
@@ -217,10 +218,11 @@ write_entry(const RlEntryImage *img, void *arg)
 void
 rl_persist_shutdown(int code, Datum arg)
 {
+	const RlEngine *store = rl_engine(RL_ENGINE_STORE);
 	RlWriter	w;
 	RlPersistHeader header;
 
-	if (code != 0 || !rl_store_ready())
+	if (code != 0 || store->images == NULL)
 		return;
 
 	(void) unlink(RL_PERSIST_TMP);
@@ -242,7 +244,7 @@ rl_persist_shutdown(int code, Datum arg)
 	/* a header with count 0 first; rewritten once the count is known */
 	memset(&header, 0, sizeof(header));
 	writer_put(&w, &header, sizeof(header), false);
-	rl_store_foreach_image(write_entry, &w);
+	store->images(write_entry, &w);
 
 	header.magic = RL_PERSIST_MAGIC;
 	header.version = RL_PERSIST_VERSION;
@@ -390,8 +392,9 @@ check_file(const char *data, size_t len)
 	memcpy(&header, data, sizeof(header));
 	if (header.magic != RL_PERSIST_MAGIC)
 		return "It is not a ratelimit state file.";
+	/* a minor release keeps the layout: only the major must match */
 	if (header.version != RL_PERSIST_VERSION ||
-		header.pg_version != PG_VERSION_NUM)
+		header.pg_version / 10000 != PG_VERSION_NUM / 10000)
 		return "It was written by another version of ratelimit or PostgreSQL.";
 
 	end = len - sizeof(crc);
@@ -431,48 +434,21 @@ time_ok(int64 t)
 }
 
 /*
- * Check a sliding log's entries (nlog of them, unaligned at "bytes"):
- * times ascending, within one longest window before the key's latest time
- * and not after it, costs positive, and their total the saved sum.
- */
-static bool
-log_ok(const RlPersistEntry *pe, const char *bytes)
-{
-	int64		sum;
-	int128		total = 0;
-	int64		prev = PG_INT64_MIN;
-	int			i;
-
-	memcpy(&sum, pe->state, sizeof(sum));
-	for (i = 0; i < pe->nlog; i++)
-	{
-		RlLogEntry	entry;
-
-		memcpy(&entry, bytes + (size_t) i * sizeof(entry), sizeof(entry));
-		if (entry.cost <= 0 || entry.time <= prev || entry.time > pe->last ||
-			entry.time <= pe->last - RL_MAX_PER)
-			return false;
-		prev = entry.time;
-		total += entry.cost;
-		if (total > PG_INT64_MAX)
-			return false;
-	}
-	return total == sum;
-}
-
-/*
  * Why an entry of the file cannot be restored as it is (a reason from
- * SKIP_ALGO on), or SKIP_NREASONS if it is sound: every value
- * within what a call could have produced.  The key and log lengths are
- * framed already (check_file).
+ * SKIP_ALGO on), or SKIP_NREASONS if it is sound: every value within what
+ * a call could have produced.  The key and log lengths are framed already
+ * (check_file); img holds the entry's saved state, its log copied out.
+ * The state itself is the algorithm's to check (its image_valid).
  */
 static RlSkip
-entry_problem(const RlPersistEntry *pe, const char *log, int64 now)
+entry_problem(const RlPersistEntry *pe, const RlStateImage *img, int64 now)
 {
+	const RlAlgoRoutine *algo;
 	int64		idle_max;
 
 	if (pe->algo < 0 || pe->algo >= RL_NUM_ALGOS)
 		return SKIP_ALGO;
+	algo = rl_algo((RlAlgo) pe->algo);
 	if (pe->keylen > RL_MAX_STORED_KEY)
 		return SKIP_KEY;
 	if (pe->owner_dbid != pe->dbid &&
@@ -481,47 +457,15 @@ entry_problem(const RlPersistEntry *pe, const char *log, int64 now)
 
 	if (!time_ok(pe->last))
 		return SKIP_TIME;
-	/* a bucket can take until its time saturates, the others two windows */
-	idle_max = pe->algo == RL_TOKEN_BUCKET || pe->algo == RL_LEAKY_BUCKET ?
-		RL_TIME_SATURATE : pe->last + 2 * RL_MAX_PER;
+	/* at most the algorithm's idle span after the latest time, saturated */
+	idle_max = algo->idle_span >= RL_TIME_SATURATE - pe->last ?
+		RL_TIME_SATURATE : pe->last + algo->idle_span;
 	if (pe->idle_at < -RL_MAX_ABS_TIME || pe->idle_at > idle_max)
 		return SKIP_TIME;
 	if (pe->last > now + RL_PERSIST_FUTURE)
 		return SKIP_FUTURE;
-
-	switch ((RlAlgo) pe->algo)
-	{
-		case RL_FIXED_WINDOW:
-		case RL_SLIDING_WINDOW_COUNTER:
-			{
-				RlWindowState w;
-
-				memcpy(&w, pe->state, sizeof(w));
-				/* the window holds the latest time, and is at most 100 years */
-				if (pe->nlog != 0 || w.cur < 0 || w.prev < 0 ||
-					w.start > pe->last || w.start <= pe->last - RL_MAX_PER)
-					return SKIP_STATE;
-				break;
-			}
-		case RL_TOKEN_BUCKET:
-		case RL_LEAKY_BUCKET:
-			{
-				RlBucketState b;
-
-				memcpy(&b, pe->state, sizeof(b));
-				/* content within [0, burst] for some burst a call may pass */
-				if (pe->nlog != 0 || b.per <= 0 || b.per > RL_MAX_PER ||
-					b.scaled < 0 || b.scaled > (int128) PG_INT64_MAX * b.per)
-					return SKIP_STATE;
-				break;
-			}
-		case RL_SLIDING_WINDOW_LOG:
-			if (!log_ok(pe, log))
-				return SKIP_LOG;
-			break;
-		default:
-			return SKIP_ALGO;
-	}
+	if (!algo->image_valid(img))
+		return algo->state == RL_STATE_LOG ? SKIP_LOG : SKIP_STATE;
 	return SKIP_NREASONS;
 }
 
@@ -579,6 +523,7 @@ log_restore(uint64 loaded, const uint64 *skipped)
 void
 rl_persist_load(void)
 {
+	const RlEngine *store = rl_engine(RL_ENGINE_STORE);
 	size_t		len = 0;
 	char	   *data = read_file(&len);
 	const char *problem;
@@ -620,30 +565,22 @@ rl_persist_load(void)
 		memcpy(&pe, data + pos, sizeof(pe));
 		pos += sizeof(pe);
 		memset(&img, 0, sizeof(img));
-		img.key = data + pos;
-		pos += pe.keylen;
-		skip = entry_problem(&pe, data + pos, now);
-		if (skip == SKIP_NREASONS && pe.idle_at <= now)
-			skip = SKIP_IDLE;
-		if (skip != SKIP_NREASONS)
-		{
-			skipped[skip]++;
-			pos += (size_t) pe.nlog * sizeof(RlLogEntry);
-			continue;
-		}
-
 		img.dbid = pe.dbid;
 		img.algo = (RlAlgo) pe.algo;
 		img.keylen = pe.keylen;
+		img.key = data + pos;
+		pos += pe.keylen;
 		img.owner_dbid = pe.owner_dbid;
 		img.owner_roleid = pe.owner_roleid;
-		img.last = pe.last;
-		img.idle_at = pe.idle_at;
-		img.nlog = pe.nlog;
-		if (img.algo == RL_SLIDING_WINDOW_LOG)
-			memcpy(&img.logsum, pe.state, sizeof(img.logsum));
+		img.saved.last = pe.last;
+		img.saved.idle_at = pe.idle_at;
+		img.saved.nlog = pe.nlog;
+		/* a log's state is its sum; the others' the 24 bytes saved */
+		if (pe.algo >= 0 && pe.algo < RL_NUM_ALGOS &&
+			rl_algo((RlAlgo) pe.algo)->state == RL_STATE_LOG)
+			memcpy(&img.saved.state.log.sum, pe.state, sizeof(int64));
 		else
-			memcpy(&img.state, pe.state, sizeof(img.state));
+			memcpy(&img.saved.state, pe.state, sizeof(img.saved.state));
 		if (pe.nlog > 0)
 		{
 			/* copied out: the file's bytes need not be aligned */
@@ -652,20 +589,26 @@ rl_persist_load(void)
 			memcpy(log, data + pos, sizeof(RlLogEntry) * pe.nlog);
 			pos += sizeof(RlLogEntry) * pe.nlog;
 		}
-		img.log = log;
+		img.saved.log = log;
 
-		switch (rl_store_restore(&img))
-		{
-			case RL_RESTORED:
-				loaded++;
-				break;
-			case RL_RESTORE_NO_ROOM:
-				skipped[SKIP_NO_ROOM]++;
-				break;
-			case RL_RESTORE_DUPLICATE:
-				skipped[SKIP_DUPLICATE]++;
-				break;
-		}
+		skip = entry_problem(&pe, &img.saved, now);
+		if (skip == SKIP_NREASONS && pe.idle_at <= now)
+			skip = SKIP_IDLE;
+		if (skip != SKIP_NREASONS)
+			skipped[skip]++;
+		else
+			switch (store->restore(&img))
+			{
+				case RL_RESTORED:
+					loaded++;
+					break;
+				case RL_RESTORE_NO_ROOM:
+					skipped[SKIP_NO_ROOM]++;
+					break;
+				case RL_RESTORE_DUPLICATE:
+					skipped[SKIP_DUPLICATE]++;
+					break;
+			}
 		if (log)
 			pfree(log);
 	}

@@ -17,6 +17,11 @@
  * as a call's arguments (args.c), so a bad policy is refused when written,
  * not when used.
  *
+ * Rows are read by column name: the columns are found in the table's
+ * descriptor once (per reload, and for the validation trigger once per
+ * relcache entry of the table), so a later version that adds, drops or
+ * reorders columns of rl_policy moves nothing here.
+ *
  * No shared state: the cache is backend-local, in CacheMemoryContext.
  *
  *-------------------------------------------------------------------------
@@ -45,13 +50,57 @@
 
 #include "args.h"
 #include "compat.h"
-#include "guc.h"
+#include "dispatch.h"
 #include "policy.h"
+#include "stats.h"
+
+/* the columns of rl_policy a policy is made of */
+typedef enum RlPolicyColumn
+{
+	PCOL_NAME,
+	PCOL_ALGO,
+	PCOL_LIMIT,
+	PCOL_PER,
+	PCOL_BURST,
+	PCOL_COST,
+	PCOL_BACKEND,
+	PCOL_FAIL_MODE,
+	PCOL_SHADOW,
+	PCOL_COUNT
+} RlPolicyColumn;
+
+static const struct
+{
+	const char *name;
+	Oid			type;
+}			policy_columns[PCOL_COUNT] =
+{
+	[PCOL_NAME] = {"name", TEXTOID},
+	[PCOL_ALGO] = {"algo", TEXTOID},
+	[PCOL_LIMIT] = {"limit", INT8OID},
+	[PCOL_PER] = {"per", INTERVALOID},
+	[PCOL_BURST] = {"burst", INT8OID},
+	[PCOL_COST] = {"cost", INT8OID},
+	[PCOL_BACKEND] = {"backend", TEXTOID},
+	[PCOL_FAIL_MODE] = {"fail_mode", TEXTOID},
+	[PCOL_SHADOW] = {"shadow", BOOLOID},
+};
+
+/* where each column is in a descriptor of the table (or of a query) */
+typedef struct RlPolicyAttnos
+{
+	AttrNumber	attno[PCOL_COUNT];
+} RlPolicyAttnos;
 
 static HTAB *policy_cache = NULL;
 static bool policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
+static bool callback_registered = false;
+
+/* the validation trigger's columns, for the table validate_relid */
+static Oid	validate_relid = InvalidOid;
+static RlPolicyAttnos validate_attnos;
 
 PG_FUNCTION_INFO_V1(rl_policy_validate);
 PG_FUNCTION_INFO_V1(rl_policy_changed);
@@ -65,6 +114,83 @@ policy_inval(Datum arg, Oid relid)
 		policy_cache_valid = false;
 		policy_changes++;
 	}
+	if (relid == InvalidOid || relid == validate_relid)
+		validate_relid = InvalidOid;
+}
+
+/* Hear of changes to the policy table, once per backend. */
+static void
+policy_watch(void)
+{
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(policy_inval, (Datum) 0);
+		callback_registered = true;
+	}
+}
+
+/*
+ * Find the policy's columns in a descriptor of rl_policy, by name.  A
+ * column missing or of another type means the extension's objects were
+ * changed by hand.
+ */
+static void
+policy_attnos(TupleDesc desc, RlPolicyAttnos *cols)
+{
+	int			c;
+	int			i;
+
+	for (c = 0; c < PCOL_COUNT; c++)
+	{
+		cols->attno[c] = InvalidAttrNumber;
+		for (i = 0; i < desc->natts; i++)
+		{
+			Form_pg_attribute att = TupleDescAttr(desc, i);
+
+			if (!att->attisdropped &&
+				strcmp(NameStr(att->attname), policy_columns[c].name) == 0)
+			{
+				if (att->atttypid != policy_columns[c].type)
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("column \"%s\" of table \"rl_policy\" has type %s, expected %s",
+									policy_columns[c].name,
+									format_type_be(att->atttypid),
+									format_type_be(policy_columns[c].type)),
+							 errhint("Run ALTER EXTENSION ratelimit UPDATE, or recreate the extension.")));
+				cols->attno[c] = att->attnum;
+				break;
+			}
+		}
+		if (cols->attno[c] == InvalidAttrNumber)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("table \"rl_policy\" has no column \"%s\"",
+							policy_columns[c].name),
+					 errhint("Run ALTER EXTENSION ratelimit UPDATE, or recreate the extension.")));
+	}
+}
+
+/*
+ * Is the policy of that name gone, or of another algorithm now?  For the
+ * decision counters (stats.c), from the cache as it is (never reloaded:
+ * a caller up the stack may hold pointers into it).
+ */
+static bool
+policy_gone(const char *name, int algo, bool *known)
+{
+	const RlPolicy *pol = rl_policy_peek(name, known);
+
+	return pol == NULL || (int) pol->algo != algo;
+}
+
+/*
+ * Tell the decision counters how to ask about policies (from _PG_init).
+ */
+void
+rl_policy_init(void)
+{
+	rl_stats_policy_hooks(policy_gone, rl_policy_changes);
 }
 
 /*
@@ -98,20 +224,27 @@ policy_option(Datum value, bool isnull, const char *column,
 }
 
 /*
- * Check one policy row (as Datums, in the table's column order) and fill
- * in the policy.  Raises the same errors as a call's arguments would.
+ * Check one policy row and fill in the policy; cols says where its columns
+ * are in desc.  Raises the same errors as a call's arguments would.
  */
 static void
-policy_from_row(Datum *values, bool *nulls, RlPolicy *pol)
+policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
+				RlPolicy *pol)
 {
+	Datum		values[PCOL_COUNT];
+	bool		nulls[PCOL_COUNT];
 	text	   *name;
 	int			len;
+	int			c;
 
-	if (nulls[0])
+	for (c = 0; c < PCOL_COUNT; c++)
+		values[c] = heap_getattr(tuple, cols->attno[c], desc, &nulls[c]);
+
+	if (nulls[PCOL_NAME])
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"name\" must not be null")));
-	name = DatumGetTextPP(values[0]);
+	name = DatumGetTextPP(values[PCOL_NAME]);
 	len = VARSIZE_ANY_EXHDR(name);
 	if (len < 1 || len >= NAMEDATALEN)
 		ereport(ERROR,
@@ -121,25 +254,27 @@ policy_from_row(Datum *values, bool *nulls, RlPolicy *pol)
 	memset(pol->name, 0, NAMEDATALEN);
 	memcpy(pol->name, VARDATA_ANY(name), len);
 
-	if (nulls[1] || nulls[2] || nulls[3] || nulls[5] || nulls[8])
+	if (nulls[PCOL_ALGO] || nulls[PCOL_LIMIT] || nulls[PCOL_PER] ||
+		nulls[PCOL_COST] || nulls[PCOL_SHADOW])
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("policy \"%s\": algo, limit, per, cost and shadow must not be null",
 						pol->name)));
-	pol->algo = rl_arg_algo(DatumGetTextPP(values[1]));
-	pol->params.limit = DatumGetInt64(values[2]);
+	pol->algo = rl_arg_algo(DatumGetTextPP(values[PCOL_ALGO]));
+	pol->params.limit = DatumGetInt64(values[PCOL_LIMIT]);
 	rl_arg_positive(pol->params.limit, "limit");
-	pol->params.per = rl_arg_per(DatumGetIntervalP(values[3]));
-	pol->params.cost = DatumGetInt64(values[5]);
+	pol->params.per = rl_arg_per(DatumGetIntervalP(values[PCOL_PER]));
+	pol->params.cost = DatumGetInt64(values[PCOL_COST]);
 	rl_arg_cost(pol->params.cost);
-	if (!nulls[4])
-		pol->params.burst = DatumGetInt64(values[4]);
-	rl_params_check(pol->algo, &pol->params, !nulls[4]);
-	pol->backend = policy_option(values[6], nulls[6], "backend",
-								 rl_backend_options);
-	pol->fail_mode = policy_option(values[7], nulls[7], "fail_mode",
+	if (!nulls[PCOL_BURST])
+		pol->params.burst = DatumGetInt64(values[PCOL_BURST]);
+	rl_params_check(pol->algo, &pol->params, !nulls[PCOL_BURST]);
+	pol->backend = policy_option(values[PCOL_BACKEND], nulls[PCOL_BACKEND],
+								 "backend", rl_backend_options);
+	pol->fail_mode = policy_option(values[PCOL_FAIL_MODE],
+								   nulls[PCOL_FAIL_MODE], "fail_mode",
 								   rl_fail_mode_options);
-	pol->shadow = DatumGetBool(values[8]);
+	pol->shadow = DatumGetBool(values[PCOL_SHADOW]);
 }
 
 /* The schema the extension is installed in, or InvalidOid. */
@@ -175,6 +310,7 @@ policy_reload(void)
 	HASHCTL		ctl;
 	StringInfoData query;
 	SPIPlanPtr	plan;
+	RlPolicyAttnos cols;
 	uint64		i;
 
 	policy_relid = OidIsValid(nsp) ? get_relname_relid("rl_policy", nsp) :
@@ -185,9 +321,8 @@ policy_reload(void)
 				 errmsg("table \"rl_policy\" of extension \"ratelimit\" does not exist in this database"),
 				 errhint("Run CREATE EXTENSION ratelimit, or ALTER EXTENSION ratelimit UPDATE.")));
 
-	if (policy_cache == NULL)
-		CacheRegisterRelcacheCallback(policy_inval, (Datum) 0);
-	else
+	policy_watch();
+	if (policy_cache != NULL)
 		hash_destroy(policy_cache);
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(RlPolicy);
@@ -198,7 +333,7 @@ policy_reload(void)
 
 	initStringInfo(&query);
 	appendStringInfo(&query,
-					 "SELECT name, algo, \"limit\", per, burst, cost, backend, fail_mode, shadow FROM %s.rl_policy",
+					 "SELECT * FROM %s.rl_policy",
 					 quote_identifier(get_namespace_name(nsp)));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -211,19 +346,14 @@ policy_reload(void)
 		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read table \"rl_policy\"");
+	policy_attnos(SPI_tuptable->tupdesc, &cols);
 	for (i = 0; i < SPI_processed; i++)
 	{
-		Datum		values[RL_POLICY_NCOLS];
-		bool		nulls[RL_POLICY_NCOLS];
 		RlPolicy	pol;
 		RlPolicy   *entry;
-		int			col;
 
-		for (col = 0; col < RL_POLICY_NCOLS; col++)
-			values[col] = SPI_getbinval(SPI_tuptable->vals[i],
-										SPI_tuptable->tupdesc, col + 1,
-										&nulls[col]);
-		policy_from_row(values, nulls, &pol);
+		policy_from_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &cols,
+						&pol);
 		entry = hash_search(policy_cache, pol.name, HASH_ENTER, NULL);
 		*entry = pol;
 	}
@@ -327,10 +457,12 @@ rl_policy_any_remote(void)
 	hash_seq_init(&seq, policy_cache);
 	while ((pol = hash_seq_search(&seq)) != NULL)
 	{
-		int			backend = pol->backend == RL_SETTING ? rl_backend :
-			pol->backend;
+		RlRequest	req;
 
-		if (backend != RL_BACKEND_LOCAL)
+		/* the backend a request under it would go to */
+		rl_request_init(&req);
+		req.backend = pol->backend;
+		if (rl_request_backend(&req) != RL_BACKEND_LOCAL)
 		{
 			any = true;
 			hash_seq_term(&seq);
@@ -390,6 +522,34 @@ rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
 }
 
 /*
+ * The request of a SQL function's policy form: the key (argument key_arg)
+ * under the policy (policy_arg), with an optional cost replacing the
+ * policy's (cost_arg) and an optional explicit time (at_arg); an argument
+ * number is -1 where the function has no such argument.  Every argument
+ * is checked.
+ */
+void
+rl_policy_args(FunctionCallInfo fcinfo, int key_arg, int policy_arg,
+			   int at_arg, int cost_arg, RlRequest *req)
+{
+	const RlPolicy *pol;
+
+	rl_require_store();
+	rl_arg_not_null(fcinfo, key_arg, "key");
+	rl_arg_not_null(fcinfo, policy_arg, "policy");
+	pol = rl_policy_get(PG_GETARG_TEXT_PP(policy_arg));
+	rl_policy_request(pol, PG_GETARG_TEXT_PP(key_arg), req);
+	if (cost_arg >= 0 && !PG_ARGISNULL(cost_arg))
+	{
+		req->params.cost = PG_GETARG_INT64(cost_arg);
+		rl_arg_cost(req->params.cost);
+		rl_cost_check(req->algo, &req->params);
+	}
+	if (at_arg >= 0 && !PG_ARGISNULL(at_arg))
+		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(at_arg));
+}
+
+/*
  * BEFORE INSERT OR UPDATE row trigger on rl_policy: refuse a row a call
  * could not use.
  */
@@ -397,10 +557,8 @@ Datum
 rl_policy_validate(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	TupleDesc	tupdesc;
+	Oid			relid;
 	HeapTuple	tuple;
-	Datum	   *values;
-	bool	   *nulls;
 	RlPolicy	pol;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
@@ -408,13 +566,17 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 		elog(ERROR, "rl_policy_validate must be called as a row trigger");
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	tupdesc = RelationGetDescr(trigdata->tg_relation);
-	if (tupdesc->natts < RL_POLICY_NCOLS)
-		elog(ERROR, "table \"rl_policy\" lacks columns");
-	values = palloc(tupdesc->natts * sizeof(Datum));
-	nulls = palloc(tupdesc->natts * sizeof(bool));
-	heap_deform_tuple(tuple, tupdesc, values, nulls);
-	policy_from_row(values, nulls, &pol);
+	relid = RelationGetRelid(trigdata->tg_relation);
+	if (relid != validate_relid)
+	{
+		policy_watch();
+		validate_relid = InvalidOid;
+		policy_attnos(RelationGetDescr(trigdata->tg_relation),
+					  &validate_attnos);
+		validate_relid = relid;
+	}
+	policy_from_row(tuple, RelationGetDescr(trigdata->tg_relation),
+					&validate_attnos, &pol);
 	return PointerGetDatum(tuple);
 }
 

@@ -8,10 +8,9 @@
 #ifndef RL_POLICY_H
 #define RL_POLICY_H
 
-#include "backend.h"
+#include "fmgr.h"
 
-/* columns of rl_policy read by the cache, in table order */
-#define RL_POLICY_NCOLS 9
+#include "engine.h"
 
 typedef struct RlPolicy
 {
@@ -23,6 +22,7 @@ typedef struct RlPolicy
 	bool		shadow;
 } RlPolicy;
 
+extern void rl_policy_init(void);
 extern const RlPolicy *rl_policy_find(const char *name, int len);
 extern const RlPolicy *rl_policy_get(text *name);
 extern const RlPolicy *rl_policy_peek(const char *name, bool *known);
@@ -30,5 +30,8 @@ extern uint32 rl_policy_changes(void);
 extern bool rl_policy_any_remote(void);
 extern void rl_policy_request(const RlPolicy *pol, text *key,
 							  RlRequest *req);
+extern void rl_policy_args(FunctionCallInfo fcinfo, int key_arg,
+						   int policy_arg, int at_arg, int cost_arg,
+						   RlRequest *req);
 
 #endif							/* RL_POLICY_H */

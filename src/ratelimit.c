@@ -7,6 +7,11 @@
  * shared memory sized at postmaster start.  Loaded any other way it defines
  * nothing, and every SQL function fails with SQLSTATE 55000.
  *
+ * _PG_init is thin: each module defines its own settings in its init
+ * function (store.c, dispatch.c, redis_*.c) and sets up what it needs
+ * (policy.c), and the shared-memory hooks call each module's request and
+ * startup.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -16,11 +21,14 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 
+#include "utils/guc.h"
+
 #include "compat.h"
-#include "guc.h"
+#include "dispatch.h"
 #include "persist.h"
-#include "stats.h"
+#include "policy.h"
 #include "redis.h"
+#include "stats.h"
 #include "store.h"
 
 RL_MODULE_MAGIC;
@@ -30,6 +38,7 @@ void		_PG_init(void);
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+/* Ask for each module's shared memory and locks (shmem_request_hook). */
 static void
 rl_shmem_request(void)
 {
@@ -37,7 +46,7 @@ rl_shmem_request(void)
 		prev_shmem_request_hook();
 	rl_store_request();
 	rl_stats_request();
-	rl_redis_request();
+	rl_redis_shmem_request();
 }
 
 /*
@@ -55,7 +64,7 @@ rl_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	created = rl_store_startup();
 	rl_stats_startup();
-	rl_redis_startup();
+	rl_redis_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 
 	if (!IsUnderPostmaster)
@@ -66,13 +75,21 @@ rl_shmem_startup(void)
 	}
 }
 
+/*
+ * Define every module's settings and install the shared-memory hooks, while
+ * shared_preload_libraries is processed.
+ */
 void
 _PG_init(void)
 {
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
-	rl_guc_init();
+	rl_store_init();
+	rl_dispatch_init();
+	rl_redis_init();
+	rl_policy_init();
+	MarkGUCPrefixReserved("ratelimit");
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = rl_shmem_request;

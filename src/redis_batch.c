@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * redis_batch.c
- *		Local batching for the Redis backend (ratelimit.redis_batch): a
+ *		Local batching for the Redis engine (ratelimit.redis_batch): a
  *		backend takes up to N units from Redis in one decision (a lease) and
  *		admits the following calls of the same key from it, without a round
  *		trip, until the lease is spent or void.
@@ -15,9 +15,16 @@
  *	- token_bucket: a lease lasts one window W.  Tokens spent later than
  *	  they were taken let the bucket refill meanwhile, and tokens left at
  *	  expiry are lost: at most N per backend either way.
- * sliding_window_log and leaky_bucket, whose point is exactness or a delay
- * per call, are always decided exactly, as are calls with an explicit "at"
- * (a lease lives on the real clock) and calls costing more than N.
+ * How long a lease lasts is the algorithm's (the table's lease_end); an
+ * algorithm without one (sliding_window_log, leaky_bucket: their point is
+ * exactness or a delay per call) is always decided exactly, as are calls
+ * with an explicit "at" (a lease lives on the real clock) and calls costing
+ * more than N.
+ *
+ * This file only keeps the leases; the engine (redis_engine.c) asks Redis.
+ * A batched call starts with rl_batch_begin, which decides it from the
+ * lease or says what to ask Redis: a lease (then rl_batch_leased records
+ * it) or the exact decision (then rl_batch_exact remembers a denial).
  *
  * Leases live in this backend's memory (a hash table in TopMemoryContext),
  * not in shared memory: no lock is taken on the fast path.  A new lease
@@ -34,14 +41,18 @@
 
 #include <math.h>
 
+#include <limits.h>
+
 #include "common/hashfn.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
-#include "guc.h"
-#include "redis.h"
+#include "redis_int.h"
 
 #define RL_BATCH_MAX_LEASES		10000
+
+int			rl_redis_batch = 0; /* units; 0 = exact */
 
 typedef struct RlLease
 {
@@ -65,7 +76,30 @@ static HTAB *leases = NULL;
 static MemoryContext rl_batch_cxt = NULL;
 static uint64 leases_taken = 0; /* numbers the leases, never reset */
 
-/* Forget every lease (the settings changed, or the table is full). */
+/* A new batch size: start afresh, as for the connection's settings. */
+static void
+assign_redis_batch(int newval, void *extra)
+{
+	rl_redis_conn_invalidate();
+}
+
+/* The batching setting (from rl_redis_init). */
+void
+rl_batch_init(void)
+{
+	DefineCustomIntVariable("ratelimit.redis_batch",
+							"Units a backend takes from Redis at once and admits locally (0: every call asks Redis).",
+							"Applies to fixed_window, sliding_window_counter and token_bucket; trades precision for speed (see docs/redis.md).",
+							&rl_redis_batch,
+							0, 0, INT_MAX,
+							PGC_SUSET, 0,
+							NULL, assign_redis_batch, NULL);
+}
+
+/*
+ * Forget every lease (the connection's settings changed, or the table is
+ * full).
+ */
 void
 rl_batch_forget(void)
 {
@@ -102,105 +136,79 @@ lease_hash(const RlRequest *req)
 							   ((uint64) req->dbid << 8) | req->algo);
 }
 
-/* Is this lease for exactly the request's state and parameters? */
+/* Is this lease for exactly the request's state and these parameters? */
 static bool
-lease_matches(const RlLease *l, const RlRequest *req)
+lease_matches(const RlLease *l, const RlRequest *req, const RlParams *p)
 {
 	return l->dbid == req->dbid && l->algo == req->algo &&
 		l->keylen == req->keylen &&
 		memcmp(l->key, req->key, req->keylen) == 0 &&
-		l->params.limit == req->params.limit &&
-		l->params.per == req->params.per &&
-		l->params.burst == req->params.burst;
+		l->params.limit == p->limit &&
+		l->params.per == p->per &&
+		l->params.burst == p->burst;
 }
 
-/* When a lease taken now with this decision stops being usable. */
-static int64
-lease_expiry(const RlRequest *req, int64 now, const RlDecision *d)
+/* The request's lease, or NULL if it has none. */
+static RlLease *
+lease_find(const RlRequest *req, const RlParams *p)
 {
-	int64		per = req->params.per;
-
-	switch (req->algo)
-	{
-		case RL_FIXED_WINDOW:
-			/* the call consumed: reset_at is the window's end */
-			return d->reset_at;
-		case RL_SLIDING_WINDOW_COUNTER:
-			/* (w + 2) W: the window ends one W earlier */
-			return d->reset_at - per;
-		default:
-			return now + per;
-	}
-}
-
-/* A decision made from the lease alone. */
-static void
-local_decision(RlLease *l, bool allowed, int64 now, RlDecision *d)
-{
-	rl_redis_count(RL_REDIS_BATCHED);
-	d->allowed = allowed;
-	d->remaining = allowed ? l->remaining + l->credit : l->remaining;
-	d->retry_after = allowed ? 0.0 : (double) (l->deny_until - now) / 1000000.0;
-	d->reset_at = l->reset_at;
-	d->delay = 0.0;
-	d->time = now;
-	d->incarnation = l->incarnation;
-	d->leased = allowed;
-}
-
-/*
- * Decide exactly in Redis.  A denial holds, if nothing else happens, for
- * retry_after, and anything else happening can only consume more: until
- * then the same call, or a costlier one, is denied locally.
- */
-static RlStatus
-exact_decide(RlLease *l, const RlRequest *req, int64 now, RlDecision *d)
-{
-	RlStatus	st = rl_redis_decide(req, d);
-
-	if (st == RL_OK && !d->allowed)
-	{
-		l->deny_until = now + (int64) floor(d->retry_after * 1000000.0);
-		l->deny_cost = req->params.cost;
-		l->remaining = d->remaining;
-		l->reset_at = d->reset_at;
-	}
-	return st;
-}
-
-/*
- * Decide the request in batching mode: from this backend's lease for the
- * key if it covers the cost, else by taking a new lease of
- * ratelimit.redis_batch units from Redis (the call's cost included), else
- * exactly.  Returns what rl_redis_decide returns; on RL_UNAVAILABLE the
- * caller applies fail_mode.
- */
-RlStatus
-rl_batch_decide(const RlRequest *req, RlDecision *d)
-{
-	int64		capacity = rl_algo_has_burst(req->algo) ?
-		req->params.burst : req->params.limit;
-	RlRequest	lease_req;
-	RlDecision	ld;
-	RlLease    *l;
-	RlStatus	st;
 	uint64		hash;
-	int64		now;
+	RlLease    *l;
+
+	if (leases == NULL)
+		return NULL;
+	hash = lease_hash(req);
+	l = hash_search(leases, &hash, HASH_FIND, NULL);
+	return l != NULL && lease_matches(l, req, p) ? l : NULL;
+}
+
+/* An outcome made from the lease alone, with its receipt if admitted. */
+static void
+local_outcome(const RlRequest *req, RlLease *l, bool allowed, int64 now,
+			  RlOutcome *out, RlReceipt *receipt)
+{
+	out->allowed = allowed;
+	out->remaining = allowed ? l->remaining + l->credit : l->remaining;
+	out->retry_after = allowed ? 0.0 :
+		(double) (l->deny_until - now) / 1000000.0;
+	out->reset_at = l->reset_at;
+	out->delay = 0.0;
+	receipt->engine = RL_ENGINE_NONE;
+	if (allowed)
+	{
+		/* the call spent part of the lease: a refund goes back to it */
+		receipt->engine = RL_ENGINE_REDIS;
+		receipt->flags = RL_RECEIPT_TIMELESS;
+		receipt->params = req->params;
+		receipt->time = now;
+		receipt->incarnation = l->incarnation;
+	}
+}
+
+/*
+ * Begin a call in batching mode.  RL_BATCH_DONE: decided from this
+ * backend's lease for the key (*out, *receipt filled).  RL_BATCH_LEASE:
+ * ask Redis for a lease of *lease_cost units (the call's cost included),
+ * then call rl_batch_leased.  RL_BATCH_EXACT: decide exactly, then call
+ * rl_batch_exact.  RL_BATCH_NONE: the call is never batched; decide it
+ * exactly.
+ */
+RlBatchStep
+rl_batch_begin(const RlRequest *req, int64 now, RlOutcome *out,
+			   RlReceipt *receipt, int64 *lease_cost)
+{
+	RlLease    *l;
+	uint64		hash;
 	bool		found;
 
 	if (req->at != RL_NO_TIME || req->params.cost == 0 ||
 		req->params.cost > rl_redis_batch ||
-		(req->algo != RL_FIXED_WINDOW &&
-		 req->algo != RL_SLIDING_WINDOW_COUNTER &&
-		 req->algo != RL_TOKEN_BUCKET))
-		return rl_redis_decide(req, d);
+		rl_algo(req->algo)->lease_end == NULL)
+		return RL_BATCH_NONE;
 
-	/* a lease's decision fills only the reported fields */
-	memset(d, 0, sizeof(*d));
-	now = rl_clock_now();
 	hash = lease_hash(req);
 	l = hash_search(lease_table(), &hash, HASH_ENTER, &found);
-	if (found && !lease_matches(l, req))
+	if (found && !lease_matches(l, req, &req->params))
 	{
 		pfree(l->key);
 		found = false;
@@ -222,8 +230,8 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 	if (now < l->deny_until && req->params.cost >= l->deny_cost)
 	{
 		/* denied again: nothing can have freed units meanwhile */
-		local_decision(l, false, now, d);
-		return RL_OK;
+		local_outcome(req, l, false, now, out, receipt);
+		return RL_BATCH_DONE;
 	}
 	if (now < l->expires)
 	{
@@ -231,61 +239,83 @@ rl_batch_decide(const RlRequest *req, RlDecision *d)
 		{
 			/* the fast path: admitted from the lease */
 			l->credit -= req->params.cost;
-			local_decision(l, true, now, d);
-			return RL_OK;
+			local_outcome(req, l, true, now, out, receipt);
+			return RL_BATCH_DONE;
 		}
 		if (l->credit < 0)
-			return exact_decide(l, req, now, d);
+			return RL_BATCH_EXACT;
 	}
+	*lease_cost = Min(rl_redis_batch,
+					  rl_algo_capacity(req->algo, &req->params));
+	return RL_BATCH_LEASE;
+}
 
-	/* take a new lease, this call's cost included */
-	lease_req = *req;
-	lease_req.params.cost = Min(rl_redis_batch, capacity);
-	st = rl_redis_decide(&lease_req, &ld);
-	if (st != RL_OK)
-		return st;
-	if (!ld.allowed)
+/*
+ * Redis answered the request for a lease of lease_cost units (granted).
+ * If it admitted, the lease is recorded and the call decided from it
+ * (true, *out and *receipt filled).  If not, too little is left for a
+ * lease: calls are decided exactly until one would fit again (false: the
+ * caller decides this one exactly).
+ */
+bool
+rl_batch_leased(const RlRequest *req, int64 now, int64 lease_cost,
+				const RlOutcome *granted, RlOutcome *out, RlReceipt *receipt)
+{
+	RlLease    *l = lease_find(req, &req->params);
+
+	if (l == NULL)
+		return false;
+	if (!granted->allowed)
 	{
-		/*
-		 * Too little left for a lease: decide exactly until a lease would
-		 * fit again.
-		 */
 		l->credit = -1;
-		l->expires = now + (int64) ceil(ld.retry_after * 1000000.0);
-		return exact_decide(l, req, now, d);
+		l->expires = now + (int64) ceil(granted->retry_after * 1000000.0);
+		return false;
 	}
 	l->incarnation = ++leases_taken;
-	l->expires = lease_expiry(req, now, &ld);
-	l->credit = lease_req.params.cost - req->params.cost;
-	l->remaining = ld.remaining;
-	l->reset_at = ld.reset_at;
-	*d = ld;
-	d->remaining = ld.remaining + l->credit;
-	/* the call spent part of the lease: a refund goes back to it */
-	d->time = now;
-	d->incarnation = l->incarnation;
-	d->remote = false;
-	d->leased = true;
-	return RL_OK;
+	l->expires = rl_algo(req->algo)->lease_end(&req->params, now, granted);
+	l->credit = lease_cost - req->params.cost;
+	l->remaining = granted->remaining;
+	l->reset_at = granted->reset_at;
+	*out = *granted;
+	out->remaining = granted->remaining + l->credit;
+	receipt->engine = RL_ENGINE_REDIS;
+	receipt->flags = RL_RECEIPT_TIMELESS;
+	receipt->params = req->params;
+	receipt->time = now;
+	receipt->incarnation = l->incarnation;
+	return true;
+}
+
+/*
+ * Redis decided the request exactly.  A denial holds, if nothing else
+ * happens, for retry_after, and anything else happening can only consume
+ * more: until then the same call, or a costlier one, is denied locally.
+ */
+void
+rl_batch_exact(const RlRequest *req, int64 now, const RlOutcome *out)
+{
+	RlLease    *l;
+
+	if (out->allowed || (l = lease_find(req, &req->params)) == NULL)
+		return;
+	l->deny_until = now + (int64) floor(out->retry_after * 1000000.0);
+	l->deny_cost = req->params.cost;
+	l->remaining = out->remaining;
+	l->reset_at = out->reset_at;
 }
 
 /*
  * Give back to this backend's lease what a call admitted from the lease
- * numbered "incarnation" spent, if that lease is still the key's and still
+ * the receipt names spent, if that lease is still the key's and still
  * usable; otherwise the units went with the lease (what an unspent lease
  * loses anyway).
  */
 void
-rl_batch_refund(const RlRequest *req, uint64 incarnation)
+rl_batch_refund(const RlRequest *req, const RlReceipt *receipt)
 {
-	uint64		hash;
-	RlLease    *l;
+	RlLease    *l = lease_find(req, &receipt->params);
 
-	if (leases == NULL)
-		return;
-	hash = lease_hash(req);
-	l = hash_search(leases, &hash, HASH_FIND, NULL);
-	if (l != NULL && lease_matches(l, req) && l->credit >= 0 &&
-		l->incarnation == incarnation && rl_clock_now() < l->expires)
-		l->credit += req->params.cost;
+	if (l != NULL && l->credit >= 0 &&
+		l->incarnation == receipt->incarnation && rl_clock_now() < l->expires)
+		l->credit += receipt->params.cost;
 }

@@ -5,9 +5,9 @@
  *
  * A tracked consumption (every one made by a quota trigger; direct calls
  * when ratelimit.refund_on_rollback is on) is remembered until its
- * transaction ends, by the receipts of its decision (rl_receipts in
- * dispatch.c: where it consumed, with which parameters, at which time, from
- * which incarnation of the state).  When a subtransaction aborts, what it
+ * transaction ends, by the receipts of its decision (engine.h: where it
+ * consumed, with which parameters, at which time, from which incarnation
+ * of the state), which the dispatcher hands over.  When a subtransaction aborts, what it
  * consumed is given back; when it commits, its consumption passes to its
  * parent.  At top-level abort everything left is given back; at commit and
  * prepare it is forgotten.
@@ -17,8 +17,8 @@
  * exactly what refunds of the parts, newest first, did (the algorithms'
  * refunds take units off within bounds, so sums of the same kind add up):
  *
- *	- a target is one state refunds reach: (engine, database, algorithm,
- *	  key, incarnation), an entry of a hash table;
+ *	- a target is one state refunds reach: (engine, receipt flags,
+ *	  database, algorithm, key, incarnation), an entry of a hash table;
  *	- an amount is what one (sub)transaction level consumed from a target
  *	  with one set of parameters (limit, per, burst).  A target's amounts
  *	  form a stack, newest on top: a call at another level, or with other
@@ -30,7 +30,8 @@
  *	  the time at all, a lease's refund not either (it goes to the lease its
  *	  incarnation names).  A sliding_window_log refund needs the exact time
  *	  (the log keeps an entry per microsecond): a pair (16 bytes) per
- *	  distinct microsecond.
+ *	  distinct microsecond.  (The algorithm table's refund_grain, and the
+ *	  receipt's RL_RECEIPT_TIMELESS, say which.)
  *
  * A subtransaction's commit merges its amounts into the parent's newest of
  * the same target and parameters, or moves them there as they are when
@@ -38,8 +39,9 @@
  * error).  An abort allocates nothing: freed amounts and levels go to free
  * lists for the next calls.  Nothing here raises an error at commit or
  * abort.  What is about to be given back is forgotten first, so nothing is
- * given back twice.  (Giving back is the engines':
- * the store takes a partition lock; Redis is a network call, redis.c.)
+ * given back twice.  (Giving back is the engines', called here directly
+ * through the engine table: the store takes a partition lock; Redis is a
+ * network call, redis_engine.c.)
  *
  * Everything lives in a context under TopTransactionContext, "ratelimit
  * refunds", which goes with the transaction.  No shared state of its own:
@@ -72,7 +74,8 @@ typedef struct RlTargetKey
 	int			keylen;
 	Oid			dbid;
 	RlAlgo		algo;
-	RlEngine	engine;
+	uint8		engine;			/* RlEngineId */
+	uint8		flags;			/* RL_RECEIPT_* */
 	uint64		incarnation;
 } RlTargetKey;
 
@@ -126,7 +129,8 @@ target_hash(const void *key, Size keysize)
 	uint32		h = hash_bytes((const unsigned char *) k->key, k->keylen);
 
 	h = hash_combine(h, k->dbid);
-	h = hash_combine(h, ((uint32) k->algo << 2) | (uint32) k->engine);
+	h = hash_combine(h, ((uint32) k->algo << 16) | ((uint32) k->flags << 8) |
+					 (uint32) k->engine);
 	h = hash_combine(h, (uint32) k->incarnation);
 	return hash_combine(h, (uint32) (k->incarnation >> 32));
 }
@@ -140,6 +144,7 @@ target_match(const void *key1, const void *key2, Size keysize)
 
 	return !(a->keylen == b->keylen && a->dbid == b->dbid &&
 			 a->algo == b->algo && a->engine == b->engine &&
+			 a->flags == b->flags &&
 			 a->incarnation == b->incarnation &&
 			 memcmp(a->key, b->key, a->keylen) == 0);
 }
@@ -218,25 +223,24 @@ spent_reserve(RlAmount *a, int64 n, bool no_oom)
 
 /*
  * Would a refund at time t give back the same as one at time u, of an
- * amount with these parameters?  The refunds in algo_window.c (and the Redis
- * scripts mirroring them) depend only on the window t falls in, those in
- * algo_bucket.c not on t; a log entry needs the exact time.  A lease's
- * refund goes to the lease its incarnation names, whatever the time.
+ * amount with these parameters?  The algorithm table says (refund_grain):
+ * the window refunds (and the Redis scripts mirroring them) depend only on
+ * the window t falls in, the buckets' not on t; a log entry needs the
+ * exact time.  A lease's refund (a timeless receipt) goes to the lease its
+ * incarnation names, whatever the time.
  */
 static bool
 same_refund(const RlTarget *target, const RlParams *p, int64 t, int64 u)
 {
-	if (target->id.engine == RL_ENGINE_LEASE)
+	if (target->id.flags & RL_RECEIPT_TIMELESS)
 		return true;
-	switch (target->id.algo)
+	switch (rl_algo(target->id.algo)->refund_grain)
 	{
-		case RL_FIXED_WINDOW:
-		case RL_SLIDING_WINDOW_COUNTER:
+		case RL_GRAIN_WINDOW:
 			return rl_floor_div(t, p->per) == rl_floor_div(u, p->per);
-		case RL_TOKEN_BUCKET:
-		case RL_LEAKY_BUCKET:
+		case RL_GRAIN_NONE:
 			return true;
-		case RL_SLIDING_WINDOW_LOG:
+		case RL_GRAIN_EXACT:
 		default:
 			return t == u;
 	}
@@ -348,6 +352,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 	id.dbid = req->dbid;
 	id.algo = req->algo;
 	id.engine = r->engine;
+	id.flags = r->flags;
 	id.incarnation = r->incarnation;
 	target = hash_search(targets, &id, HASH_FIND, NULL);
 	if (target == NULL)
@@ -365,14 +370,12 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 }
 
 /*
- * Remember a decision's consumption, to give it back if the current
- * (sub)transaction aborts.  Decisions that consumed nothing are ignored.
+ * Remember the receipts of a decision of the request, to give back what
+ * they record if the current (sub)transaction aborts.
  */
 void
-rl_refund_track(const RlRequest *req, const RlDecision *d)
+rl_refund_track(const RlRequest *req, const RlReceipt *receipts, int n)
 {
-	RlReceipt	receipts[RL_MAX_RECEIPTS];
-	int			n = rl_receipts(req, d, receipts);
 	int			i;
 
 	if (n == 0)
@@ -416,6 +419,7 @@ level_refund(RlLevel *level)
 		req.key = a->target->id.key;
 		req.keylen = a->target->id.keylen;
 		r.engine = a->target->id.engine;
+		r.flags = a->target->id.flags;
 		r.incarnation = a->target->id.incarnation;
 		r.params = a->params;
 		while (a->nspent > 0)
@@ -423,7 +427,7 @@ level_refund(RlLevel *level)
 			a->nspent--;
 			r.time = a->spent[a->nspent].time;
 			r.params.cost = a->spent[a->nspent].cost;
-			rl_refund_receipt(&req, &r);
+			(void) rl_engine(r.engine)->refund(&req, &r);
 		}
 		a->next = free_amounts;
 		free_amounts = a;

@@ -8,8 +8,9 @@
 #ifndef RL_REFUND_H
 #define RL_REFUND_H
 
-#include "backend.h"
+#include "engine.h"
 
-extern void rl_refund_track(const RlRequest *req, const RlDecision *d);
+extern void rl_refund_track(const RlRequest *req, const RlReceipt *receipts,
+							 int n);
 
 #endif							/* RL_REFUND_H */

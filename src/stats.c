@@ -57,7 +57,6 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "policy.h"
 #include "stats.h"
 
 #define RL_STATS_SLOTS		1024
@@ -105,6 +104,21 @@ typedef struct RlStatsCacheEntry
 static RlStatsShared *rl_stats = NULL;
 static LWLock *rl_stats_lock;
 static HTAB *slot_cache = NULL;
+
+/* what the policies say (policy.c registers them) */
+static RlStatsPolicyGone policy_gone = NULL;
+static RlStatsPolicyChanges policy_changes = NULL;
+
+/*
+ * Learn how to ask about policies (policy.c, from _PG_init).  Without it no
+ * policy is ever taken for gone.
+ */
+void
+rl_stats_policy_hooks(RlStatsPolicyGone gone, RlStatsPolicyChanges changes)
+{
+	policy_gone = gone;
+	policy_changes = changes;
+}
 
 Size
 rl_stats_shmem_size(void)
@@ -181,7 +195,8 @@ slot_free(RlStatsSlot *slot, RlSlotState state)
 static uint32
 retry_stamp(void)
 {
-	return pg_atomic_read_u32(&rl_stats->released) + rl_policy_changes();
+	return pg_atomic_read_u32(&rl_stats->released) +
+		(policy_changes != NULL ? policy_changes() : 0);
 }
 
 /*
@@ -249,8 +264,8 @@ slot_search(const RlStatsKey *key, bool take, RlStatsHandle *handle)
 static bool
 identity_gone(const RlStatsKey *key, Oid *last_db, bool *last_exists)
 {
-	const RlPolicy *pol;
 	bool		known;
+	bool		gone;
 
 	if (key->dbid != *last_db)
 	{
@@ -260,10 +275,11 @@ identity_gone(const RlStatsKey *key, Oid *last_db, bool *last_exists)
 	}
 	if (!*last_exists)
 		return true;
-	if (key->dbid != MyDatabaseId || key->policy[0] == '\0')
+	if (key->dbid != MyDatabaseId || key->policy[0] == '\0' ||
+		policy_gone == NULL)
 		return false;
-	pol = rl_policy_peek(key->policy, &known);
-	return known && (pol == NULL || (int32) pol->algo != key->algo);
+	gone = policy_gone(key->policy, key->algo, &known);
+	return known && gone;
 }
 
 /*
@@ -386,7 +402,7 @@ request_key(const RlRequest *req, RlStatsKey *key)
  */
 void
 rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
-				  const RlDecision *d)
+				  const RlOutcome *out, bool failed, bool shadowed)
 {
 	RlStatsSlot *slot;
 	int64		capacity;
@@ -402,20 +418,19 @@ rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
 	}
 	slot = &rl_stats->slots[handle->slot];
 
-	if (d->failed)
-		pg_atomic_fetch_add_u64(&slot->counters[d->allowed ? RL_STAT_FAILED_OPEN :
+	if (failed)
+		pg_atomic_fetch_add_u64(&slot->counters[out->allowed ? RL_STAT_FAILED_OPEN :
 												 RL_STAT_FAILED_CLOSED], 1);
-	if (d->shadowed)
+	if (shadowed)
 		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_SHADOW_DENIED], 1);
-	if (!d->allowed)
+	if (!out->allowed)
 	{
 		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_DENIED], 1);
 		return;
 	}
 	pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_ALLOWED], 1);
-	capacity = rl_algo_has_burst(req->algo) ? req->params.burst :
-		req->params.limit;
-	if ((double) d->remaining <= 0.2 * (double) capacity)
+	capacity = rl_algo_capacity(req->algo, &req->params);
+	if ((double) out->remaining <= 0.2 * (double) capacity)
 		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_NEAR_LIMIT], 1);
 }
 
@@ -425,7 +440,8 @@ rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
  * past RL_STATS_CACHE_MAX identities).
  */
 void
-rl_stats_count(const RlRequest *req, const RlDecision *d)
+rl_stats_count(const RlRequest *req, const RlOutcome *out, bool failed,
+			   bool shadowed)
 {
 	RlStatsKey	key;
 	RlStatsCacheEntry *entry;
@@ -454,7 +470,7 @@ rl_stats_count(const RlRequest *req, const RlDecision *d)
 	entry = hash_search(slot_cache, &key, HASH_ENTER, &found);
 	if (!found)
 		entry->handle = (RlStatsHandle) RL_STATS_HANDLE_INIT;
-	rl_stats_count_in(&entry->handle, req, d);
+	rl_stats_count_in(&entry->handle, req, out, failed, shadowed);
 }
 
 /*

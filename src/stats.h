@@ -8,7 +8,7 @@
 #ifndef RL_STATS_H
 #define RL_STATS_H
 
-#include "backend.h"
+#include "engine.h"
 
 typedef enum RlStat
 {
@@ -53,12 +53,28 @@ typedef struct RlStatsFigures
 	uint64		overflow;		/* decisions counted under "(other)" */
 } RlStatsFigures;
 
+/*
+ * What the counters need to know of policies, told by policy.c (which
+ * registers these at start, so that the counters need not call up into
+ * it): whether a policy of this backend's database is gone (dropped,
+ * renamed, or of another algorithm now; *known false when its cache is not
+ * current: then nothing is taken for gone), and a counter that moves
+ * whenever this database's policies change.
+ */
+typedef bool (*RlStatsPolicyGone) (const char *policy, int algo,
+								   bool *known);
+typedef uint32 (*RlStatsPolicyChanges) (void);
+
+extern void rl_stats_policy_hooks(RlStatsPolicyGone gone,
+								  RlStatsPolicyChanges changes);
 extern void rl_stats_request(void);
 extern void rl_stats_startup(void);
 extern Size rl_stats_shmem_size(void);
-extern void rl_stats_count(const RlRequest *req, const RlDecision *d);
+extern void rl_stats_count(const RlRequest *req, const RlOutcome *out,
+						   bool failed, bool shadowed);
 extern void rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
-							  const RlDecision *d);
+							  const RlOutcome *out, bool failed,
+							  bool shadowed);
 extern int	rl_stats_read(Oid dbid, RlStatsRow *out);
 extern void rl_stats_figures(RlStatsFigures *figures);
 extern void rl_stats_clear(void);

@@ -60,8 +60,8 @@
 #include "utils/timestamp.h"
 
 #include "args.h"
+#include "dispatch.h"
 #include "policy.h"
-#include "refund.h"
 
 /* the SQLSTATE of a row over its quota */
 #define ERRCODE_RL_QUOTA_EXCEEDED	MAKE_SQLSTATE('P','T','4','2','9')
@@ -600,8 +600,10 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 		rl_cost_check(req.algo, &req.params);
 	}
 
+	/* what an admitted row consumed goes back if its transaction aborts */
+	req.track = true;
 	rl_decide(&req, &d);
-	if (!d.allowed)
+	if (!d.out.allowed)
 	{
 		Interval   *per = rl_per_interval(req.params.per);
 
@@ -613,10 +615,9 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(per))),
 						   req.params.cost),
-				 errhint("Retry after %.0f seconds.", ceil(d.retry_after)),
+				 errhint("Retry after %.0f seconds.", ceil(d.out.retry_after)),
 				 errtable(call->rel)));
 	}
-	rl_refund_track(&req, &d);
 }
 
 /*

@@ -14,8 +14,10 @@
 #   PROVE_TESTS=test/t/031_redis_failures.pl RL_SUITES=tap bash test/run.sh
 #   RL_KEEP=1 bash test/run.sh                      # keep results and logs
 #
-# RL_SUITES lists what to run, from: regression isolation tap sanitize
-# package meta (default: all of them).  sanitize and package run on
+# RL_SUITES lists what to run, from: structure regression isolation tap
+# sanitize package meta (default: all of them).  structure checks the
+# source's shape (test/structure.sh: no file above 800 lines, no cycle of
+# includes or calls between files) on the build just made.  sanitize and package run on
 # PostgreSQL 15 only: sanitize because Debian's build of the server is what
 # the pass was made for, package because it builds the Debian package
 # (test/package.sh) for Debian's PostgreSQL, whatever PG_CONFIG says.  meta
@@ -24,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 . ./common.sh
 
-suites="${RL_SUITES:-regression isolation tap sanitize package meta}"
+suites="${RL_SUITES:-structure regression isolation tap sanitize package meta}"
 has() { [[ " $suites " == *" $1 "* ]]; }
 
 rl_require_root
@@ -44,6 +46,10 @@ suite() {
 	shift
 	rl_installcheck "$@" 2>&1 | tee -a "$log" || status=1
 }
+if has structure; then
+	echo "== structure"
+	bash ./structure.sh "$RL_TREE" 2>&1 | tee -a "$log" || status=1
+fi
 has regression && suite "regression" ISOLATION= TAP_TESTS=
 has isolation && suite "isolation" REGRESS= TAP_TESTS=
 if has tap; then
@@ -77,11 +83,11 @@ fi
 passed=$(perl -ne '$n += $1 if /All (\d+) tests passed/;
 	$n += $1 if /^Files=\d+, Tests=(\d+)/;
 	$n -= $1 if /Failed (\d+)\/\d+ subtests/;
-	$n += $1 if /^(?:package|meta): (\d+) passed, \d+ failed$/;
+	$n += $1 if /^(?:structure|package|meta): (\d+) passed, \d+ failed$/;
 	END { print $n + 0 }' "$log")
 failed=$(perl -ne '$n += $1 if /(\d+) of \d+ tests failed/;
 	$n += $1 if /Failed (\d+)\/\d+ subtests/;
-	$n += $1 if /^(?:package|meta): \d+ passed, (\d+) failed$/;
+	$n += $1 if /^(?:structure|package|meta): \d+ passed, (\d+) failed$/;
 	END { print $n + 0 }' "$log")
 case $sanitized in
 pass) passed=$((passed + 1)) ;;

@@ -1,0 +1,274 @@
+/*-------------------------------------------------------------------------
+ *
+ * engine.h
+ *		The storage-engine interface: what a place that keeps per-key state
+ *		(the shared-memory store, Redis) offers the dispatcher.
+ *
+ * An engine is a table of functions (RlEngine), as PostgreSQL's index
+ * access methods are (IndexAmRoutine).  The dispatcher (dispatch.c) is
+ * the only caller of decisions and resets, the refund tracker (refund.c)
+ * of refunds, the state file (persist.c) of images and restores.  A member
+ * an engine cannot offer is NULL; its caller says what that means.
+ *
+ * The contract every member keeps:
+ *	- Arguments are checked before an engine is called (args.c); the only
+ *	  errors an engine raises are its own (validate, and the administrator's
+ *	  reset and reset_all when the engine cannot be reached), always before
+ *	  it changed anything.
+ *	- A decision is deterministic given the state, the time and the
+ *	  parameters (algo.h), and time never runs backwards for a key: the
+ *	  engine clamps the call's time to the key's latest.
+ *	- What an engine could not decide is a status (RL_NO_ROOM,
+ *	  RL_UNAVAILABLE), never an error: the dispatcher applies fail_mode.
+ *	- An engine reports where it consumed in a receipt; a refund gives back
+ *	  exactly what one receipt recorded, to the same incarnation of the
+ *	  state only, and only what still counts there.
+ *	- Locks, memory and I/O are each engine's own (store.c: LWLocks, never
+ *	  allocating under them; redis_*.c: sockets, waits with a deadline that
+ *	  a cancel interrupts).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RL_ENGINE_H
+#define RL_ENGINE_H
+
+#include "algo.h"
+#include "clock.h"
+#include "compat.h"
+
+/* keys longer than this are refused (SQLSTATE 22001) */
+#define RL_MAX_KEY_LEN		4096
+
+/* longest key an engine holds: a policy's name, a NUL and a key */
+#define RL_MAX_STORED_KEY	(NAMEDATALEN + RL_MAX_KEY_LEN)
+
+/* most keys one all-or-nothing call may cover (each may lock a partition) */
+#define RL_MAX_MULTI		32
+
+/* a request's backend or fail_mode not set by its policy: use the setting */
+#define RL_SETTING			(-1)
+
+/* One rate-limit request, checked. */
+typedef struct RlRequest
+{
+	RlAlgo		algo;
+	Oid			dbid;
+	const char *key;
+	int			keylen;
+	RlParams	params;
+	int64		at;				/* Unix microseconds, or RL_NO_TIME */
+	int			backend;		/* RlBackend, or RL_SETTING */
+	int			fail_mode;		/* RlFailMode, or RL_SETTING */
+	bool		shadow;			/* dry run: decide and count, always allow */
+	bool		track;			/* give back what it consumed if its
+								 * (sub)transaction aborts (refund.c) */
+	const char *policy;			/* the policy's name, or NULL */
+} RlRequest;
+
+static inline void
+rl_request_init(RlRequest *req)
+{
+	memset(req, 0, sizeof(*req));
+	req->at = RL_NO_TIME;
+	req->backend = RL_SETTING;
+	req->fail_mode = RL_SETTING;
+}
+
+/* Outcome of an engine that may be unable to decide */
+typedef enum RlStatus
+{
+	RL_OK = 0,					/* decided */
+	RL_NO_ROOM,					/* store full: the key cannot be tracked */
+	RL_UNAVAILABLE				/* remote engine down, slow or failing */
+} RlStatus;
+
+/* The engines, as receipts name them. */
+typedef enum RlEngineId
+{
+	RL_ENGINE_NONE = 0,			/* a receipt of nothing consumed */
+	RL_ENGINE_STORE,
+	RL_ENGINE_REDIS,
+	RL_NUM_ENGINES
+} RlEngineId;
+
+/* what an engine says of a receipt, for the refund tracker */
+#define RL_RECEIPT_TIMELESS	0x01	/* its refund does not depend on the
+									 * time (a Redis lease's) */
+#define RL_RECEIPT_REMOTE	0x02	/* its refund is a network round trip:
+									 * at an abort it is queued and sent
+									 * after the transaction (refund.c) */
+
+/*
+ * Where a call consumed, and with what: what a refund needs.  Filled by the
+ * engine that consumed (engine RL_ENGINE_NONE: nothing was consumed).
+ */
+typedef struct RlReceipt
+{
+	uint8		engine;			/* RlEngineId */
+	uint8		flags;			/* RL_RECEIPT_* */
+	RlParams	params;			/* as consumed with; cost: the units */
+	int64		time;			/* the consumption's time (Unix us) */
+	uint64		incarnation;	/* the state's incarnation it consumed from */
+} RlReceipt;
+
+/* an entry's identity and times, as a scan reports it */
+typedef struct RlKeyImage
+{
+	Oid			dbid;
+	RlAlgo		algo;
+	int			keylen;
+	char		key[RL_MAX_STORED_KEY];
+	int64		last;			/* latest time the key has seen */
+	int64		idle_at;		/* from then on its state is a new key's */
+} RlKeyImage;
+
+/* a whole entry, for saving and restoring */
+typedef struct RlEntryImage
+{
+	Oid			dbid;
+	RlAlgo		algo;
+	int			keylen;
+	const char *key;
+	Oid			owner_dbid;		/* its owner (the store's isolation) */
+	Oid			owner_roleid;
+	RlStateImage saved;			/* the state, its times, a log's entries */
+} RlEntryImage;
+
+/*
+ * An owner of the store's entries: the (database, role) that created them,
+ * with what it holds.  A database's overflow owner has roleid InvalidOid;
+ * the store-wide one has both InvalidOid.
+ */
+typedef struct RlOwnerImage
+{
+	Oid			dbid;
+	Oid			roleid;
+	int64		keys;			/* entries */
+	int64		pool_blocks;
+	int64		evicted;		/* its entries evicted for others */
+	int64		refused;		/* its calls refused for want of room */
+} RlOwnerImage;
+
+/* What a restore made of an image */
+typedef enum RlRestore
+{
+	RL_RESTORED,
+	RL_RESTORE_NO_ROOM,			/* no entry or pool block left for it */
+	RL_RESTORE_DUPLICATE		/* the key is in the store already */
+} RlRestore;
+
+/*
+ * A figure an engine reports (rl_store_info, rl_redis_info): the SQL
+ * functions return them by column name.
+ */
+typedef enum RlInfoType
+{
+	RL_INFO_BIGINT,
+	RL_INFO_INTEGER,
+	RL_INFO_BOOL,
+	RL_INFO_TIME,				/* Unix us, as a timestamptz */
+	RL_INFO_TEXT
+} RlInfoType;
+
+typedef struct RlInfoItem
+{
+	const char *name;
+	RlInfoType	type;
+	bool		isnull;
+	int64		value;
+	const char *text;			/* RL_INFO_TEXT, palloc'd */
+} RlInfoItem;
+
+#define RL_MAX_INFO_ITEMS	32
+
+typedef struct RlEngine
+{
+	const char *name;
+
+	/*
+	 * Refuse, with an ERROR, a request the engine cannot decide exactly
+	 * (Redis: an "at" before 1898).  Called before anything is consumed
+	 * anywhere.  NULL: every checked request is fine.
+	 */
+	void		(*validate) (const RlRequest *req);
+
+	/*
+	 * Decide one request: now is the real clock, read before any lock; the
+	 * call's time is "at" if given, else now (or the engine's own clock).
+	 * Fills every field of *out and, when the call consumed (allowed, cost
+	 * above zero, recorded), *receipt; otherwise receipt->engine is
+	 * RL_ENGINE_NONE.  RL_NO_ROOM or RL_UNAVAILABLE: nothing consumed,
+	 * *out undefined.
+	 */
+	RlStatus	(*decide) (const RlRequest *req, int64 now, RlOutcome *out,
+						   RlReceipt *receipt);
+
+	/*
+	 * Decide n requests (at most RL_MAX_MULTI) all or nothing: every one
+	 * consumes, or none does; no other call sees a state in between.  A
+	 * request admits if allowed or a shadow, or, when statuses[i] is
+	 * RL_NO_ROOM, if fail_open[i].  When one does not admit, the others
+	 * report a look (cost 0) at their state, and have no receipt.  Returns
+	 * RL_UNAVAILABLE when nothing could be decided (nothing consumed).
+	 */
+	RlStatus	(*decide_all) (const RlRequest *reqs, int n, int64 now,
+							   const bool *fail_open, RlOutcome *outs,
+							   RlReceipt *receipts, RlStatus *statuses);
+
+	/*
+	 * What a call of cost 0 would report now, changing nothing, not even the
+	 * key's latest time.  False if the key has no state.  NULL: the engine
+	 * cannot look without writing (Redis).
+	 */
+	bool		(*peek) (const RlRequest *req, int64 now, RlOutcome *out);
+
+	/*
+	 * Give back what one receipt of this engine recorded; the request names
+	 * the state (database, algorithm, key), the receipt has the parameters.
+	 * Returns false if the engine could not be reached (the units stay
+	 * consumed).  The store's takes a partition lock and never raises; a
+	 * REMOTE receipt's does network I/O and is never called inside an abort
+	 * (refund.c queues it), so a cancel may interrupt it.
+	 */
+	bool		(*refund) (const RlRequest *req, const RlReceipt *receipt);
+
+	/*
+	 * Drop the key's state for one algorithm or all of them; the states
+	 * of every key of a database (InvalidOid: of all).  Return how many
+	 * states went.  An ERROR if the engine cannot be reached.
+	 */
+	int64		(*reset) (Oid dbid, const char *key, int keylen,
+						  bool all_algos, RlAlgo algo);
+	int64		(*reset_all) (Oid dbid);
+
+	/* Fill items with the engine's figures; returns how many. */
+	int			(*info) (RlInfoItem *items);
+
+	/*
+	 * The next key of database dbid (InvalidOid: any) holding state, from
+	 * *cursor on (0 to start); false when there is none left.  Each key is
+	 * read consistently, the whole is not a snapshot.  NULL: not offered.
+	 */
+	bool		(*scan) (Oid dbid, uint64 *cursor, RlKeyImage *img);
+
+	/*
+	 * The state file (persist.c, postmaster only, no backend running):
+	 * call fn with each entry's image; put an image back.  NULL: the
+	 * engine keeps its state elsewhere.
+	 */
+	void		(*images) (void (*fn) (const RlEntryImage *img, void *arg),
+						   void *arg);
+	RlRestore	(*restore) (const RlEntryImage *img);
+} RlEngine;
+
+/* the engines by id (engine_table.c) */
+extern rl_hidden const RlEngine *const rl_engines[RL_NUM_ENGINES];
+
+static inline const RlEngine *
+rl_engine(RlEngineId id)
+{
+	Assert(id > RL_ENGINE_NONE && id < RL_NUM_ENGINES);
+	return rl_engines[id];
+}
+
+#endif							/* RL_ENGINE_H */

@@ -1,0 +1,298 @@
+/*-------------------------------------------------------------------------
+ *
+ * redis_script.c
+ *		The Redis engine's scripts: their text and SHA1s, assembled from
+ *		the algorithm table's Lua (src/lua/), the names of the keys they
+ *		touch, their arguments, and their replies.
+ *
+ * A script deciding or refunding one call is the prelude, single.lua, the
+ * algorithm's setup and its decision or refund; the all-or-nothing script
+ * is the prelude, each algorithm's decision and refund as functions
+ * decide[code] and refund[code], then all.lua.  src/lua/prelude.lua
+ * describes KEYS, ARGV and the replies; docs/redis.md the key layout.
+ *
+ * No shared state: the scripts are built once per backend, in
+ * TopMemoryContext.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/cryptohash.h"
+#include "common/sha1.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "algo_common.h"
+#include "lua_scripts.h"		/* generated from src/lua by the Makefile */
+#include "redis_int.h"
+
+/* TTL slack after the state is back to a new key's (see docs/redis.md) */
+#define RL_REDIS_SLACK_CLOCK	"1000"	/* ms: calls on a real clock */
+#define RL_REDIS_SLACK_AT		"3600000"	/* ms: calls with "at" */
+
+char	   *rl_redis_namespace = NULL;
+int			rl_redis_clock = RL_REDIS_CLOCK_SERVER;
+
+static const struct config_enum_entry redis_clock_options[] = {
+	{"server", RL_REDIS_CLOCK_SERVER, false},
+	{"client", RL_REDIS_CLOCK_CLIENT, false},
+	{NULL, 0, false}
+};
+
+/* The scripts, built on first use. */
+static RlRedisScript scripts[RL_NUM_SCRIPTS][RL_NUM_ALGOS];
+static RlRedisScript script_all;
+
+/*
+ * ratelimit.redis_namespace: becomes part of every key name, where ':', '{'
+ * and '}' would make names ambiguous or move the hash tag.
+ */
+static bool
+check_redis_namespace(char **newval, void **extra, GucSource source)
+{
+	if (strpbrk(*newval, ":{}") != NULL)
+	{
+		GUC_check_errdetail("The namespace must not contain ':', '{' or '}'.");
+		return false;
+	}
+	return true;
+}
+
+/* Other key names: start afresh, as for the connection's settings. */
+static void
+assign_redis_namespace(const char *newval, void *extra)
+{
+	rl_redis_conn_invalidate();
+}
+
+/* The scripts' settings (from rl_redis_init). */
+void
+rl_redis_script_init(void)
+{
+	DefineCustomStringVariable("ratelimit.redis_namespace",
+							   "Replaces the database OID in Redis key names.",
+							   "Servers or databases with the same namespace share their limits. Empty: the database OID.",
+							   &rl_redis_namespace,
+							   "",
+							   PGC_SUSET, 0,
+							   check_redis_namespace, assign_redis_namespace,
+							   NULL);
+
+	DefineCustomEnumVariable("ratelimit.redis_clock",
+							 "Clock of calls without \"at\": Redis TIME (server) or this server's (client).",
+							 NULL,
+							 &rl_redis_clock,
+							 RL_REDIS_CLOCK_SERVER, redis_clock_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+}
+
+/* A script's text, copied to TopMemoryContext, and its SHA1 in hex. */
+static void
+script_finish(const StringInfo text, RlRedisScript *script)
+{
+	pg_cryptohash_ctx *ctx;
+	uint8		digest[SHA1_DIGEST_LENGTH];
+	int			i;
+
+	ctx = pg_cryptohash_create(PG_SHA1);
+	if (pg_cryptohash_init(ctx) < 0 ||
+		pg_cryptohash_update(ctx, (const uint8 *) text->data, text->len) < 0 ||
+		pg_cryptohash_final(ctx, digest, sizeof(digest)) < 0)
+		elog(ERROR, "could not compute the SHA1 of a ratelimit script");
+	pg_cryptohash_free(ctx);
+	for (i = 0; i < SHA1_DIGEST_LENGTH; i++)
+		sprintf(&script->sha[i * 2], "%02x", digest[i]);
+	script->text = MemoryContextStrdup(TopMemoryContext, text->data);
+}
+
+/*
+ * Assemble the scripts and their SHA1s (once per backend), from the
+ * algorithm table's Lua.
+ */
+static void
+scripts_build(void)
+{
+	StringInfoData all;
+	int			k;
+	int			a;
+
+	initStringInfo(&all);
+	appendStringInfoString(&all, rl_lua_prelude);
+	appendStringInfoString(&all, "local decide, refund = {}, {}\n");
+	for (k = 0; k < RL_NUM_SCRIPTS; k++)
+		for (a = 0; a < RL_NUM_ALGOS; a++)
+		{
+			const RlAlgoRoutine *algo = rl_algo((RlAlgo) a);
+			const char *body = k == RL_SCRIPT_DECIDE ? algo->lua_decide :
+				algo->lua_refund;
+			StringInfoData text;
+
+			initStringInfo(&text);
+			appendStringInfo(&text, "%s%s%s%s", rl_lua_prelude, rl_lua_single,
+							 algo->lua_setup, body);
+			script_finish(&text, &scripts[k][a]);
+			pfree(text.data);
+
+			appendStringInfo(&all, "%s.%s = function()\n%s%send\n",
+							 k == RL_SCRIPT_DECIDE ? "decide" : "refund",
+							 algo->code, algo->lua_setup, body);
+		}
+	appendStringInfoString(&all, rl_lua_all);
+	script_finish(&all, &script_all);
+	pfree(all.data);
+}
+
+/* An algorithm's decision or refund script. */
+const RlRedisScript *
+rl_redis_script(RlScript kind, RlAlgo algo)
+{
+	if (script_all.text == NULL)
+		scripts_build();
+	return &scripts[kind][algo];
+}
+
+/* The all-or-nothing script. */
+const RlRedisScript *
+rl_redis_script_all(void)
+{
+	if (script_all.text == NULL)
+		scripts_build();
+	return &script_all;
+}
+
+/*
+ * The names of a state's keys, in fresh StringInfos: the hash
+ * rl:{<namespace>:<code>:<key>} (the namespace is the database OID unless
+ * ratelimit.redis_namespace is set; the code is the algorithm table's),
+ * and the sliding log's entry list, that name plus ":log".
+ */
+void
+rl_redis_key_names(StringInfo hash, StringInfo log, Oid dbid, RlAlgo algo,
+				   const char *key, int keylen)
+{
+	initStringInfo(hash);
+	appendStringInfoString(hash, "rl:{");
+	if (rl_redis_namespace[0] != '\0')
+		appendStringInfoString(hash, rl_redis_namespace);
+	else
+		appendStringInfo(hash, "%u", dbid);
+	appendStringInfo(hash, ":%s:", rl_algo(algo)->code);
+	appendBinaryStringInfo(hash, key, keylen);
+	appendStringInfoChar(hash, '}');
+	initStringInfo(log);
+	appendBinaryStringInfo(log, hash->data, hash->len);
+	appendStringInfoString(log, ":log");
+}
+
+/* How many keys an algorithm's script touches: a log has its list too. */
+int
+rl_redis_nkeys(RlAlgo algo)
+{
+	return rl_algo(algo)->state == RL_STATE_LOG ? 2 : 1;
+}
+
+/*
+ * Fill a call's script arguments, with the parameters p.  For a refund (r
+ * not NULL), "at" is the refunded call's time and the incarnation follows;
+ * otherwise "at" is the request's own time: its explicit "at", the
+ * PostgreSQL clock with ratelimit.redis_clock = client, or '' for Redis's
+ * TIME.
+ */
+void
+rl_redis_script_args(const RlRequest *req, const RlParams *p,
+					 const RlReceipt *r, RlScriptArgs *a)
+{
+	int64		values[4] = {p->limit, p->per, p->cost, p->burst};
+	int			i;
+
+	if (r != NULL)
+		snprintf(a->num[0], 24, INT64_FORMAT, r->time);
+	else if (req->at != RL_NO_TIME)
+		snprintf(a->num[0], 24, INT64_FORMAT, req->at);
+	else if (rl_redis_clock == RL_REDIS_CLOCK_CLIENT)
+		snprintf(a->num[0], 24, INT64_FORMAT, rl_clock_now());
+	else
+		a->num[0][0] = '\0';
+	for (i = 0; i < 4; i++)
+		snprintf(a->num[i + 1], 24, INT64_FORMAT, values[i]);
+	for (i = 0; i < 5; i++)
+		a->argv[i] = a->num[i];
+	a->argv[5] = req->at != RL_NO_TIME ? RL_REDIS_SLACK_AT :
+		RL_REDIS_SLACK_CLOCK;
+	a->argc = 6;
+	if (r != NULL)
+	{
+		snprintf(a->num[5], 24, UINT64_FORMAT, r->incarnation);
+		a->argv[a->argc++] = a->num[5];
+	}
+	for (i = 0; i < a->argc; i++)
+		a->len[i] = strlen(a->argv[i]);
+}
+
+/* Parse a decimal integer reply element; false if it is not one. */
+static bool
+reply_int128(const redisReply *r, int128 *v)
+{
+	const char *s = r->str;
+	bool		neg = false;
+	int128		x = 0;
+
+	if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 40)
+		return false;
+	if (*s == '-')
+	{
+		neg = true;
+		s++;
+	}
+	if (*s == '\0')
+		return false;
+	for (; *s; s++)
+	{
+		if (*s < '0' || *s > '9')
+			return false;
+		x = x * 10 + (*s - '0');
+	}
+	*v = neg ? -x : x;
+	return true;
+}
+
+static int64
+clamp64(int128 v)
+{
+	return v > PG_INT64_MAX ? PG_INT64_MAX :
+		v < PG_INT64_MIN ? PG_INT64_MIN : (int64) v;
+}
+
+/*
+ * Turn a decision script's reply into an outcome, converting the fractions
+ * with the same function as the C algorithms, and the time the call was
+ * decided at and the state's incarnation.  False if the reply is not one.
+ */
+bool
+rl_redis_reply_outcome(const redisReply *r, RlOutcome *out, int64 *time,
+					   uint64 *incarnation)
+{
+	int128		v[8];
+	int			i;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 9 ||
+		r->element[0]->type != REDIS_REPLY_INTEGER)
+		return false;
+	for (i = 0; i < 8; i++)
+		if (!reply_int128(r->element[i + 1], &v[i]))
+			return false;
+	if (v[3] <= 0 || v[5] <= 0 || v[2] < 0 || v[4] < 0 ||
+		v[6] < PG_INT64_MIN || v[6] > PG_INT64_MAX ||
+		v[7] < 0 || v[7] > PG_UINT64_MAX)
+		return false;
+	out->allowed = r->element[0]->integer != 0;
+	out->remaining = clamp64(v[0]);
+	out->reset_at = clamp64(v[1]);
+	out->retry_after = rl_seconds(v[2], v[3]);
+	out->delay = rl_seconds(v[4], v[5]);
+	*time = (int64) v[6];
+	*incarnation = (uint64) v[7];
+	return true;
+}

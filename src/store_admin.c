@@ -1,0 +1,337 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_admin.c
+ *		The store engine's administration: resets, figures, the keys and
+ *		owners listed, and the images the state file saves and restores.
+ *
+ * Nothing here is on a decision's path.  Each partition is locked on its
+ * own (store.c has the locking contract): never more than one partition
+ * at a time, so that other keys keep being decided; the owner lock is
+ * taken shared to list owners.  The images are taken and put back by the
+ * postmaster alone (no backend running), without locks.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+
+#include "store_int.h"
+
+/*
+ * engine reset: drop the state of one key for one algorithm, or for all
+ * of them.  Returns the number of states dropped.
+ */
+int64
+rl_store_reset(Oid dbid, const char *key, int keylen, bool all_algos,
+			   RlAlgo algo)
+{
+	int64		dropped = 0;
+	int			a;
+
+	for (a = 0; a < RL_NUM_ALGOS; a++)
+	{
+		RlSlot		slot;
+		LWLock	   *lock;
+		RlEntry    *e;
+
+		if (!all_algos && a != (int) algo)
+			continue;
+		slot = rl_store_slot(dbid, (RlAlgo) a, key, keylen);
+		lock = &rl_locks[slot.partno].lock;
+
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		e = rl_store_find(slot, dbid, (RlAlgo) a, key, keylen);
+		if (e != NULL)
+		{
+			rl_store_remove(slot.partno, e);
+			dropped++;
+		}
+		LWLockRelease(lock);
+	}
+	return dropped;
+}
+
+/*
+ * engine reset_all: drop every state of one database, or of all
+ * (InvalidOid), one partition at a time.
+ */
+int64
+rl_store_reset_all(Oid dbid)
+{
+	int64		dropped = 0;
+	int			partno;
+
+	for (partno = 0; partno < rl_store->nparts; partno++)
+	{
+		uint32		base = (uint32) partno * rl_store->per_part;
+		uint32		j;
+
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		for (j = 0; j < rl_store->per_part; j++)
+		{
+			RlEntry    *e = &rl_entries[base + j];
+
+			if ((e->flags & RL_ENTRY_USED) &&
+				(dbid == InvalidOid || e->dbid == dbid))
+			{
+				rl_store_remove(partno, e);
+				dropped++;
+			}
+		}
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	return dropped;
+}
+
+/* An item of rl_store_info. */
+static void
+item(RlInfoItem *items, int *n, const char *name, RlInfoType type,
+	 int64 value)
+{
+	RlInfoItem *it = &items[(*n)++];
+
+	it->name = name;
+	it->type = type;
+	it->isnull = false;
+	it->value = value;
+	it->text = NULL;
+}
+
+/*
+ * engine info: store-wide figures (rl_store_info); each partition is read
+ * under its shared lock, the owners' counters without a lock.
+ */
+int
+rl_store_figures(RlInfoItem *items)
+{
+	int64		used = 0;
+	int64		reclaimed = 0;
+	int64		evicted = 0;
+	int64		refused = 0;
+	int64		pool_used;
+	int			owners = 0;
+	int			n = 0;
+	int			partno;
+	int			i;
+
+	for (partno = 0; partno < rl_store->nparts; partno++)
+	{
+		RlPartitionData *part = &rl_store->parts[partno].d;
+
+		LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+		used += part->used;
+		reclaimed += part->reclaimed;
+		evicted += part->evicted;
+		refused += part->refused;
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	SpinLockAcquire(&rl_store->pool_lock);
+	pool_used = rl_store->nblocks - rl_store->pool_nfree;
+	SpinLockRelease(&rl_store->pool_lock);
+	for (i = 0; i < rl_store->nowners; i++)
+		if (rl_owner_held((uint16) i, false) > 0 ||
+			rl_owner_held((uint16) i, true) > 0)
+			owners++;
+
+	item(items, &n, "capacity", RL_INFO_BIGINT,
+		 (int64) rl_store->nparts * rl_store->per_part);
+	item(items, &n, "used", RL_INFO_BIGINT, used);
+	item(items, &n, "pool_blocks", RL_INFO_BIGINT, rl_store->nblocks);
+	item(items, &n, "pool_used", RL_INFO_BIGINT, pool_used);
+	item(items, &n, "reclaimed", RL_INFO_BIGINT, reclaimed);
+	item(items, &n, "refused", RL_INFO_BIGINT, refused);
+	item(items, &n, "partitions", RL_INFO_INTEGER, rl_store->nparts);
+	item(items, &n, "evicted", RL_INFO_BIGINT, evicted);
+	item(items, &n, "owners", RL_INFO_INTEGER, owners);
+	return n;
+}
+
+int
+rl_store_max_owners(void)
+{
+	return rl_store->nowners;
+}
+
+/*
+ * Copy out the owners that hold something or counted something (out has
+ * room for rl_store_max_owners()); returns how many.  Under the owner
+ * lock, shared.
+ */
+int
+rl_store_owners(RlOwnerImage *out)
+{
+	int			n = 0;
+	int			i;
+
+	LWLockAcquire(owner_lock(), LW_SHARED);
+	for (i = 0; i < rl_store->nowners; i++)
+	{
+		RlOwner    *o = &rl_owner_slots[i];
+		RlOwnerImage *img = &out[n];
+
+		if (!o->in_use)
+			continue;
+		img->dbid = o->dbid;
+		img->roleid = o->roleid;
+		img->keys = pg_atomic_read_u32(&o->entries);
+		img->pool_blocks = pg_atomic_read_u32(&o->blocks);
+		img->evicted = (int64) pg_atomic_read_u64(&o->evicted);
+		img->refused = (int64) pg_atomic_read_u64(&o->refused);
+		if (img->keys > 0 || img->pool_blocks > 0 || img->evicted > 0 ||
+			img->refused > 0)
+			n++;
+	}
+	LWLockRelease(owner_lock());
+	return n;
+}
+
+/*
+ * engine scan: the next entry from *cursor on (an entry number) holding
+ * state of database dbid (or of any database if InvalidOid), copied under
+ * its partition's shared lock, briefly.
+ */
+bool
+rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img)
+{
+	uint64		n = (uint64) rl_store->nparts * rl_store->per_part;
+
+	while (*cursor < n)
+	{
+		uint32		idx = (uint32) (*cursor)++;
+		int			partno = (int) (idx / rl_store->per_part);
+		RlEntry    *e = &rl_entries[idx];
+		bool		found = false;
+
+		LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+		if ((e->flags & RL_ENTRY_USED) &&
+			(dbid == InvalidOid || e->dbid == dbid))
+		{
+			img->dbid = e->dbid;
+			img->algo = (RlAlgo) e->algo;
+			img->keylen = rl_store_key_copy(e, img->key);
+			img->last = e->last;
+			img->idle_at = e->idle_at;
+			found = true;
+		}
+		LWLockRelease(&rl_locks[partno].lock);
+		if (found)
+			return true;
+		CHECK_FOR_INTERRUPTS();
+	}
+	return false;
+}
+
+/*
+ * engine images: call fn for every entry holding state, with its image (a
+ * log's entries that still have a cost, in an array).  Only for the
+ * postmaster at shutdown, when no backend runs: takes no lock.
+ */
+void
+rl_store_images(void (*fn) (const RlEntryImage *img, void *arg), void *arg)
+{
+	uint32		n = (uint32) rl_store->nparts * rl_store->per_part;
+	char	   *key = palloc(RL_MAX_STORED_KEY);
+	RlChain		chain = store_chain();
+	RlLogEntry *log = NULL;
+	int			logcap = 0;
+	uint32		idx;
+
+	for (idx = 0; idx < n; idx++)
+	{
+		RlEntry    *e = &rl_entries[idx];
+		RlOwner    *o = &rl_owner_slots[e->owner];
+		RlEntryImage img;
+
+		if (!(e->flags & RL_ENTRY_USED))
+			continue;
+		memset(&img, 0, sizeof(img));
+		img.dbid = e->dbid;
+		img.algo = (RlAlgo) e->algo;
+		img.keylen = rl_store_key_copy(e, key);
+		img.key = key;
+		img.owner_dbid = o->dbid;
+		img.owner_roleid = o->roleid;
+		img.saved.last = e->last;
+		img.saved.idle_at = e->idle_at;
+		if (rl_algo(e->algo)->state == RL_STATE_LOG)
+		{
+			int			nlog = rl_log_length(&e->st.log, &chain);
+
+			if (nlog > logcap)
+			{
+				logcap = Max(Max(64, logcap * 2), nlog);
+				log = log ? repalloc(log, logcap * sizeof(RlLogEntry)) :
+					palloc(logcap * sizeof(RlLogEntry));
+			}
+			img.saved.nlog = rl_log_walk(&e->st.log, &chain, log, logcap);
+			img.saved.log = log;
+			img.saved.state.log.sum = e->st.log.sum;
+		}
+		else
+			img.saved.state = e->st;
+		fn(&img, arg);
+	}
+	pfree(key);
+	if (log)
+		pfree(log);
+}
+
+/*
+ * engine restore: put back an entry saved by rl_store_images, checked by
+ * the caller, with its owner.  Only for the postmaster at startup, when no
+ * backend runs: takes no lock, and evicts nothing.
+ */
+RlRestore
+rl_store_restore(const RlEntryImage *img)
+{
+	RlRequest	req;
+	RlSlot		slot;
+	RlCall		call;
+	RlEntry    *e;
+	RlChain		chain;
+	int			i;
+
+	rl_request_init(&req);
+	req.dbid = img->dbid;
+	req.algo = img->algo;
+	req.key = img->key;
+	req.keylen = img->keylen;
+	slot = rl_store_slot(req.dbid, req.algo, req.key, req.keylen);
+	if (rl_store_find(slot, req.dbid, req.algo, req.key, req.keylen) != NULL)
+		return RL_RESTORE_DUPLICATE;
+	rl_store_call_init(&call, (uint16) rl_owner_claim(img->owner_dbid,
+													 img->owner_roleid));
+	call.restoring = true;
+	call.partno = slot.partno;
+	e = rl_store_create(slot, &req, PG_INT64_MIN, &call);
+	if (e == NULL)
+		return RL_RESTORE_NO_ROOM;
+	e->last = img->saved.last;
+	e->idle_at = img->saved.idle_at;
+	if (rl_algo(img->algo)->state != RL_STATE_LOG)
+	{
+		e->st = img->saved.state;
+		return RL_RESTORED;
+	}
+
+	chain = store_chain();
+	for (i = 0; i < img->saved.nlog; i++)
+	{
+		const RlLogEntry *entry = &img->saved.log[i];
+
+		if (!rl_log_append(&e->st.log, &chain, entry->time, entry->cost))
+		{
+			chain.spare = rl_store_block_take(&call, e->owner);
+			if (chain.spare == RL_NIL)
+			{
+				rl_store_remove(slot.partno, e);
+				return RL_RESTORE_NO_ROOM;
+			}
+			(void) rl_log_append(&e->st.log, &chain, entry->time,
+								 entry->cost);
+			rl_store_blocks_changed(e, 1);
+		}
+	}
+	return RL_RESTORED;
+}
