@@ -197,7 +197,8 @@ typedef enum RlRefundGrain
  * Decide one call at time t (after the clamp) on the state; "last" is the
  * latest time the key had seen before this call.  Fills every field of the
  * outcome.  Returns false only for a log that must append and was lent no
- * spare block (RlChain); the state has then changed by expiry alone.
+ * spare block (RlChain); the state has then changed by expiry alone.  The
+ * chain is NULL for the states that have none (all but RL_STATE_LOG).
  */
 typedef bool (*RlDecideFn) (RlState *s, bool fresh, int64 t, int64 last,
 							const RlParams *p, RlOutcome *o, RlChain *chain);

@@ -61,8 +61,8 @@ log_expire(RlLogState *s, RlChain *m, int64 t, int64 per)
  * Record cost at t, the log's newest time or later.  Returns false,
  * changing nothing, if that needs a block and the caller lent none.
  */
-bool
-rl_log_append(RlLogState *s, RlChain *m, int64 t, int64 cost)
+static inline bool
+log_append(RlLogState *s, RlChain *m, int64 t, int64 cost)
 {
 	RlLogEntry *entry;
 
@@ -216,7 +216,7 @@ rl_sliding_window_log(RlState *state, bool fresh, int64 t, int64 last,
 	log_expire(s, m, t, p->per);
 
 	d->allowed = p->cost <= p->limit - s->sum;
-	if (d->allowed && p->cost > 0 && !rl_log_append(s, m, t, p->cost))
+	if (d->allowed && p->cost > 0 && !log_append(s, m, t, p->cost))
 		return false;
 
 	d->remaining = Max(p->limit - s->sum, 0);
@@ -300,4 +300,11 @@ rl_log_image_valid(const RlStateImage *img)
 			return false;
 	}
 	return total == img->state.log.sum;
+}
+
+/* log_append, for the store restoring a saved log. */
+bool
+rl_log_append(RlLogState *s, RlChain *m, int64 t, int64 cost)
+{
+	return log_append(s, m, t, cost);
 }

@@ -104,22 +104,30 @@ rl_request_fail_mode(const RlRequest *req)
 	return req->fail_mode == RL_SETTING ? rl_fail_mode : req->fail_mode;
 }
 
-/* A decision before anything decided it: the one place it is zeroed. */
+/*
+ * A decision before anything decided it: the one place it is zeroed (its
+ * receipts past nreceipts are never read).
+ */
 static inline void
 decision_init(RlDecision *d)
 {
-	memset(d, 0, sizeof(*d));
+	memset(d, 0, offsetof(RlDecision, receipts));
 }
 
-/* Keep a receipt of what an engine consumed. */
-static inline void
-add_receipt(RlDecision *d, const RlReceipt *r)
+/* Where the next engine writes its receipt (kept by keep_receipt). */
+static inline RlReceipt *
+next_receipt(RlDecision *d)
 {
-	if (r->engine != RL_ENGINE_NONE)
-	{
-		Assert(d->nreceipts < RL_MAX_RECEIPTS);
-		d->receipts[d->nreceipts++] = *r;
-	}
+	Assert(d->nreceipts < RL_MAX_RECEIPTS);
+	return &d->receipts[d->nreceipts];
+}
+
+/* Keep the receipt an engine wrote at next_receipt, if it consumed. */
+static inline void
+keep_receipt(RlDecision *d)
+{
+	if (d->receipts[d->nreceipts].engine != RL_ENGINE_NONE)
+		d->nreceipts++;
 }
 
 /*
@@ -143,17 +151,17 @@ fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 
 /*
  * Decide in the shared-memory store; when it has no room for the key,
- * fail_mode decides ("local" counts as "open" there).
+ * the request's fail_mode decides ("local" counts as "open" there).
  */
-static void
-local_decide(const RlRequest *req, int64 now, int fail_mode, RlDecision *d)
+static inline void
+local_decide(const RlRequest *req, int64 now, RlDecision *d)
 {
-	RlReceipt	r;
-
-	if (rl_engine(RL_ENGINE_STORE)->decide(req, now, &d->out, &r) == RL_OK)
-		add_receipt(d, &r);
+	if (likely(rl_engine(RL_ENGINE_STORE)->decide(req, now, &d->out,
+												  next_receipt(d)) == RL_OK))
+		keep_receipt(d);
 	else
-		fail_decision(req, now, fail_mode != RL_FAIL_CLOSED, d);
+		fail_decision(req, now,
+					  rl_request_fail_mode(req) != RL_FAIL_CLOSED, d);
 }
 
 /* n times ratelimit.hybrid_multiple, within what the algorithms accept */
@@ -178,7 +186,8 @@ hybrid_precheck(const RlRequest *req)
 }
 
 /*
- * Decide one request with the given backend and fail mode.
+ * Decide one request with Redis (backend redis or hybrid) and the given
+ * fail mode.
  *
  * hybrid first decides locally with the limit and burst multiplied by
  * ratelimit.hybrid_multiple: a cheap sanity limit per server that keeps
@@ -188,38 +197,32 @@ hybrid_precheck(const RlRequest *req)
  * in hybrid mode).
  */
 static void
-decide(const RlRequest *req, int64 now, int backend, int fail_mode,
-	   RlDecision *d)
+remote_decide(const RlRequest *req, int64 now, int backend, int fail_mode,
+			  RlDecision *d)
 {
 	const RlEngine *redis = rl_engine(RL_ENGINE_REDIS);
 	RlOutcome	out;
-	RlReceipt	r;
 
-	if (backend == RL_BACKEND_LOCAL)
-	{
-		local_decide(req, now, fail_mode, d);
-		return;
-	}
 	redis->validate(req);
 	if (backend == RL_BACKEND_HYBRID)
 	{
 		RlRequest	pre = hybrid_precheck(req);
 
-		local_decide(&pre, now, fail_mode, d);
+		local_decide(&pre, now, d);
 		if (!d->out.allowed)
 			return;
 	}
 
-	if (redis->decide(req, now, &out, &r) == RL_OK)
+	if (redis->decide(req, now, &out, next_receipt(d)) == RL_OK)
 	{
 		d->out = out;
 		d->failed = false;
-		add_receipt(d, &r);
+		keep_receipt(d);
 	}
 	else if (fail_mode == RL_FAIL_LOCAL)
 	{
 		if (backend == RL_BACKEND_REDIS)
-			local_decide(req, now, fail_mode, d);
+			local_decide(req, now, d);
 	}
 	else
 		fail_decision(req, now, fail_mode == RL_FAIL_OPEN, d);
@@ -248,9 +251,13 @@ void
 rl_decide(const RlRequest *req, RlDecision *d)
 {
 	int64		now = rl_clock_now();
+	int			backend = rl_request_backend(req);
 
 	decision_init(d);
-	decide(req, now, rl_request_backend(req), rl_request_fail_mode(req), d);
+	if (likely(backend == RL_BACKEND_LOCAL))
+		local_decide(req, now, d);
+	else
+		remote_decide(req, now, backend, rl_request_fail_mode(req), d);
 	apply_shadow(req, d);
 	rl_stats_count(req, &d->out, d->failed, d->shadowed);
 	if (req->track)
@@ -309,7 +316,8 @@ local_decide_all(const RlRequest *reqs, int n, int64 now, RlDecision *ds)
 		if (statuses[i] == RL_OK)
 		{
 			ds[i].out = outs[i];
-			add_receipt(&ds[i], &receipts[i]);
+			*next_receipt(&ds[i]) = receipts[i];
+			keep_receipt(&ds[i]);
 			if (!outs[i].allowed && !reqs[i].shadow)
 				all = false;
 		}
@@ -408,7 +416,8 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 		{
 			ds[i].out = outs[i];
 			ds[i].failed = false;
-			add_receipt(&ds[i], &receipts[i]);
+			*next_receipt(&ds[i]) = receipts[i];
+			keep_receipt(&ds[i]);
 			if (!outs[i].allowed && !reqs[i].shadow)
 				all = false;
 		}

@@ -400,15 +400,13 @@ request_key(const RlRequest *req, RlStatsKey *key)
  * have been made for an identity counted under "(other)") and claimed
  * again if needed.  The counters are added atomically, without a lock.
  */
-void
-rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
-				  const RlOutcome *out, bool failed, bool shadowed)
+static inline void
+count_in(RlStatsHandle *handle, const RlRequest *req, const RlOutcome *out,
+		 bool failed, bool shadowed)
 {
 	RlStatsSlot *slot;
 	int64		capacity;
 
-	if (rl_stats == NULL)
-		return;
 	if (!handle_current(handle))
 	{
 		RlStatsKey	key;
@@ -432,6 +430,18 @@ rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
 	capacity = rl_algo_capacity(req->algo, &req->params);
 	if ((double) out->remaining <= 0.2 * (double) capacity)
 		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_NEAR_LIMIT], 1);
+}
+
+/*
+ * Count one decision of a request in the slot the handle points to (see
+ * count_in).
+ */
+void
+rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
+				  const RlOutcome *out, bool failed, bool shadowed)
+{
+	if (rl_stats != NULL)
+		count_in(handle, req, out, failed, shadowed);
 }
 
 /*
@@ -470,7 +480,7 @@ rl_stats_count(const RlRequest *req, const RlOutcome *out, bool failed,
 	entry = hash_search(slot_cache, &key, HASH_ENTER, &found);
 	if (!found)
 		entry->handle = (RlStatsHandle) RL_STATS_HANDLE_INIT;
-	rl_stats_count_in(&entry->handle, req, out, failed, shadowed);
+	count_in(&entry->handle, req, out, failed, shadowed);
 }
 
 /*

@@ -39,15 +39,16 @@ entry_decide(RlEntry *e, bool fresh, int64 t, const RlParams *p,
 			 RlOutcome *out, RlCall *call)
 {
 	const RlAlgoRoutine *algo = rl_algo(e->algo);
-	RlChain		chain = store_chain();
+	RlChain		chain;
 	bool		ok;
 
-	ok = algo->decide(&e->st, fresh, t, e->last, p, out, &chain);
+	/* only a log's state has a chain in the pool */
 	if (algo->state != RL_STATE_LOG)
-		return ok;
+		return algo->decide(&e->st, fresh, t, e->last, p, out, NULL);
 
-	rl_store_pool_push_freed(&chain);
-	rl_store_blocks_changed(e, -(int32) chain.nfreed);
+	chain = store_chain();
+	ok = algo->decide(&e->st, fresh, t, e->last, p, out, &chain);
+	rl_store_chain_freed(e, &chain);
 	if (!ok && call != NULL &&
 		(chain.spare = rl_store_block_take(call, e->owner)) != RL_NIL)
 	{
@@ -160,8 +161,7 @@ refund_locked(const RlRequest *req, RlSlot slot, const RlReceipt *r)
 	algo->refund(&e->st, r->time, &r->params, r->params.cost, &chain);
 	if (algo->state == RL_STATE_LOG)
 	{
-		rl_store_pool_push_freed(&chain);
-		rl_store_blocks_changed(e, -(int32) chain.nfreed);
+		rl_store_chain_freed(e, &chain);
 	}
 }
 

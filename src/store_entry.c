@@ -71,13 +71,6 @@ pool_push_chain(uint32 first)
 	rl_store_pool_push(first, last, n);
 }
 
-/* Give back the blocks a log's chain handed back. */
-void
-rl_store_pool_push_freed(const RlChain *chain)
-{
-	rl_store_pool_push(chain->freed_first, chain->freed_last, chain->nfreed);
-}
-
 /* ---- keys ---- */
 
 /* Pool blocks a key of this length takes. */
@@ -182,7 +175,7 @@ rl_store_remove(int partno, RlEntry *e)
 		RlChain		chain = store_chain();
 
 		rl_log_release(&e->st.log, &chain);
-		rl_store_pool_push_freed(&chain);
+		rl_store_pool_push(chain.freed_first, chain.freed_last, chain.nfreed);
 	}
 
 	e->flags = 0;
@@ -239,14 +232,6 @@ rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
 	rl_owner_count(e->owner, false, 1);
 	rl_store_blocks_changed(e, (int32) key_blocks(e->keylen));
 	return e;
-}
-
-/* A call of the given owner that holds no lock yet. */
-void
-rl_store_call_init(RlCall *call, uint16 owner)
-{
-	memset(call, 0, sizeof(*call));
-	call->owner = owner;
 }
 
 /* ---- reclaim and eviction (under the calling partition lock) ---- */

@@ -184,6 +184,14 @@ store_chain(void)
 	return chain;
 }
 
+/* A call of the given owner that holds no lock yet. */
+static inline void
+rl_store_call_init(RlCall *call, uint16 owner)
+{
+	memset(call, 0, sizeof(*call));
+	call->owner = owner;
+}
+
 /* Does the call hold this partition's lock? */
 static inline bool
 call_holds(const RlCall *call, int partno)
@@ -283,11 +291,9 @@ extern void rl_store_remove(int partno, RlEntry *e);
 extern uint32 rl_store_entry_blocks(const RlEntry *e);
 extern void rl_store_blocks_changed(RlEntry *e, int32 delta);
 extern void rl_store_pool_push(uint32 first, uint32 last, uint32 n);
-extern void rl_store_pool_push_freed(const RlChain *chain);
 extern uint32 rl_store_pool_pop(bool reserve_ok);
 extern uint32 rl_store_block_take(RlCall *call, uint16 owner);
 extern int	rl_store_key_copy(const RlEntry *e, char *out);
-extern void rl_store_call_init(RlCall *call, uint16 owner);
 
 /* store_admin.c: the engine's members off the decisions' path */
 extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,
@@ -298,5 +304,20 @@ extern bool rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img);
 extern void rl_store_images(void (*fn) (const RlEntryImage *img, void *arg),
 							void *arg);
 extern RlRestore rl_store_restore(const RlEntryImage *img);
+
+/*
+ * Give back the blocks a log's chain handed back (a call emptied them),
+ * and count them off the entry's owner.
+ */
+static inline void
+rl_store_chain_freed(RlEntry *e, const RlChain *chain)
+{
+	if (chain->nfreed > 0)
+	{
+		rl_store_pool_push(chain->freed_first, chain->freed_last,
+						   chain->nfreed);
+		rl_store_blocks_changed(e, -(int32) chain->nfreed);
+	}
+}
 
 #endif							/* RL_STORE_INT_H */
