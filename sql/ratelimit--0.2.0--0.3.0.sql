@@ -220,3 +220,53 @@ REVOKE ALL ON FUNCTION rl_owners() FROM PUBLIC;
 REVOKE ALL ON rl_owners FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rl_owners() TO pg_monitor;
 GRANT SELECT ON rl_owners TO pg_monitor;
+
+-- ---- One door, two tables of functions: refunds after the transaction ----
+
+-- Redis refunds are no longer sent inside an abort: they are queued and
+-- sent after the transaction (docs/redis.md, "The scripts").
+-- rl_redis_info counts them: queued, sent (taken by Redis), dropped (the
+-- queue full, the breaker open, Redis failing, the session gone).  New OUT
+-- columns: drop and create it, and rl_status over it, as it was.
+DROP VIEW rl_status;
+DROP FUNCTION rl_redis_info();
+CREATE FUNCTION rl_redis_info(
+	OUT breaker_open boolean,
+	OUT breaker_until timestamptz,
+	OUT calls bigint,
+	OUT failures bigint,
+	OUT skipped bigint,
+	OUT breaker_trips bigint,
+	OUT connects bigint,
+	OUT redirects bigint,
+	OUT script_loads bigint,
+	OUT batched bigint,
+	OUT last_error text,
+	OUT last_error_at timestamptz,
+	OUT refunds_queued bigint,
+	OUT refunds_sent bigint,
+	OUT refunds_dropped bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_redis_info'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION rl_redis_info() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_redis_info() TO pg_monitor;
+
+CREATE VIEW rl_status AS
+	SELECT s.capacity, s.used, s.pool_blocks, s.pool_used, s.reclaimed,
+		   s.refused, s.partitions, r.breaker_open, r.breaker_until,
+		   r.calls AS redis_calls, r.failures AS redis_failures,
+		   r.skipped AS redis_skipped, r.last_error AS redis_last_error,
+		   r.last_error_at AS redis_last_error_at, s.evicted, s.owners,
+		   i.slots AS stats_slots, i.slots_used AS stats_slots_used,
+		   i.overflow AS stats_overflow
+	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i;
+REVOKE ALL ON rl_status FROM PUBLIC;
+GRANT SELECT ON rl_status TO pg_monitor;
+
+-- rl_reset's C entry point for this version's definition (the library
+-- keeps "rl_reset" for databases still on 0.1.0's or 0.2.0's).
+CREATE OR REPLACE FUNCTION rl_reset(key text, algo text DEFAULT NULL, policy text DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'rl_reset_0_3'
+LANGUAGE C VOLATILE;

@@ -105,6 +105,17 @@ rl_request_fail_mode(const RlRequest *req)
 }
 
 /*
+ * Before a call reaches an engine: send the refunds that aborts queued
+ * (refund.c), so that they land before anything this session does next.
+ */
+static inline void
+dispatch_enter(void)
+{
+	if (unlikely(rl_refund_waiting))
+		rl_refund_flush();
+}
+
+/*
  * A decision before anything decided it: the one place it is zeroed (its
  * receipts past nreceipts are never read).
  */
@@ -250,9 +261,11 @@ apply_shadow(const RlRequest *req, RlDecision *d)
 void
 rl_decide(const RlRequest *req, RlDecision *d)
 {
-	int64		now = rl_clock_now();
+	int64		now;
 	int			backend = rl_request_backend(req);
 
+	dispatch_enter();
+	now = rl_clock_now();
 	decision_init(d);
 	if (likely(backend == RL_BACKEND_LOCAL))
 		local_decide(req, now, d);
@@ -285,6 +298,7 @@ rl_give_back(const RlRequest *req, RlDecision *d)
 {
 	int			i;
 
+	dispatch_enter();
 	for (i = 0; i < d->nreceipts; i++)
 		(void) rl_engine(d->receipts[i].engine)->refund(req, &d->receipts[i]);
 	d->nreceipts = 0;
@@ -481,6 +495,7 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 	for (i = 0; i < n; i++)
 		decision_init(&ds[i]);
 
+	dispatch_enter();
 	now = rl_clock_now();
 	if (backend == RL_BACKEND_LOCAL)
 		all = local_decide_all(reqs, n, now, ds);
@@ -509,6 +524,7 @@ rl_reset_key(const RlRequest *req, bool all_algos)
 {
 	int64		dropped;
 
+	dispatch_enter();
 	dropped = rl_engine(RL_ENGINE_STORE)->reset(req->dbid, req->key,
 												req->keylen, all_algos,
 												req->algo);
@@ -527,7 +543,10 @@ rl_reset_key(const RlRequest *req, bool all_algos)
 int64
 rl_reset_database(Oid dbid, bool policies_remote)
 {
-	int64		dropped = rl_engine(RL_ENGINE_STORE)->reset_all(dbid);
+	int64		dropped;
+
+	dispatch_enter();
+	dropped = rl_engine(RL_ENGINE_STORE)->reset_all(dbid);
 
 	if (rl_backend != RL_BACKEND_LOCAL || policies_remote)
 		dropped += rl_engine(RL_ENGINE_REDIS)->reset_all(dbid);

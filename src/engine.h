@@ -233,6 +233,14 @@ typedef struct RlEngine
 	bool		(*refund) (const RlRequest *req, const RlReceipt *receipt);
 
 	/*
+	 * The refund tracker queued refunds of REMOTE receipts of this engine
+	 * (at an abort: no allocation, no error, no I/O), and dropped some for
+	 * want of room in its queue or at the session's exit: for the engine's
+	 * figures.  NULL: the engine has no REMOTE receipts.
+	 */
+	void		(*refunds_noted) (int64 queued, int64 dropped);
+
+	/*
 	 * Drop the key's state for one algorithm or all of them; the states
 	 * of every key of a database (InvalidOid: of all).  Return how many
 	 * states went.  An ERROR if the engine cannot be reached.

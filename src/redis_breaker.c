@@ -92,6 +92,14 @@ rl_redis_count(RlRedisCounter c)
 		pg_atomic_fetch_add_u64(&rl_redis_shared->counters[c], 1);
 }
 
+/* Add n to a counter (an atomic add: no lock, no error, at an abort too). */
+void
+rl_redis_count_n(RlRedisCounter c, int64 n)
+{
+	if (rl_redis_shared && n > 0)
+		pg_atomic_fetch_add_u64(&rl_redis_shared->counters[c], (uint64) n);
+}
+
 /* Is the breaker open (calls skip Redis)? */
 bool
 rl_redis_breaker_open(void)
@@ -219,6 +227,9 @@ rl_redis_breaker_info(RlInfoItem *items)
 		[RL_REDIS_REDIRECTS] = "redirects",
 		[RL_REDIS_SCRIPT_LOADS] = "script_loads",
 		[RL_REDIS_BATCHED] = "batched",
+		[RL_REDIS_REFUNDS_QUEUED] = "refunds_queued",
+		[RL_REDIS_REFUNDS_SENT] = "refunds_sent",
+		[RL_REDIS_REFUNDS_DROPPED] = "refunds_dropped",
 	};
 	int64		until = 0;
 	int64		error_at = 0;

@@ -391,7 +391,9 @@ redis_decide_all(const RlRequest *reqs, int n, int64 now,
  * incarnation the decision consumed from; it is not sent while the
  * breaker is open, and when Redis cannot take it in time the units stay
  * consumed (false; a warning says why, at the bounded rate of failed
- * calls, and the breaker opens).
+ * calls, and the breaker opens).  Never called inside an abort: the refund
+ * tracker queues remote refunds (RL_RECEIPT_REMOTE) and sends them after
+ * the transaction.
  */
 static bool
 redis_refund(const RlRequest *req, const RlReceipt *receipt)
@@ -406,7 +408,10 @@ redis_refund(const RlRequest *req, const RlReceipt *receipt)
 		return true;
 	}
 	if (rl_redis_breaker_open())
+	{
+		rl_redis_count(RL_REDIS_REFUNDS_DROPPED);
 		return false;
+	}
 	engine_ready();
 	rl_redis_call_begin(&call);
 	r = script_run(&call, req, &receipt->params, receipt, &node);
@@ -417,11 +422,24 @@ redis_refund(const RlRequest *req, const RlReceipt *receipt)
 	}
 	if (r == NULL)
 	{
+		rl_redis_count(RL_REDIS_REFUNDS_DROPPED);
 		rl_redis_failed(&call, false);
 		return false;
 	}
 	rl_redis_node_release(node);
+	rl_redis_count(RL_REDIS_REFUNDS_SENT);
 	return true;
+}
+
+/*
+ * engine refunds_noted: the refund tracker queued, or dropped, refunds of
+ * this engine's receipts (an atomic add: fine at an abort).
+ */
+static void
+redis_refunds_noted(int64 queued, int64 dropped)
+{
+	rl_redis_count_n(RL_REDIS_REFUNDS_QUEUED, queued);
+	rl_redis_count_n(RL_REDIS_REFUNDS_DROPPED, dropped);
 }
 
 /* Raise the ERROR of an administrator's command Redis could not carry out. */
@@ -664,6 +682,7 @@ const RlEngine rl_redis_engine = {
 	.decide_all = redis_decide_all,
 	.peek = NULL,				/* a look writes the key's latest time */
 	.refund = redis_refund,
+	.refunds_noted = redis_refunds_noted,
 	.reset = redis_reset,
 	.reset_all = redis_reset_all,
 	.info = redis_info,

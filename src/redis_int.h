@@ -72,6 +72,12 @@ typedef enum RlRedisCounter
 	RL_REDIS_REDIRECTS,			/* MOVED and ASK redirections followed */
 	RL_REDIS_SCRIPT_LOADS,		/* NOSCRIPT answered with EVAL */
 	RL_REDIS_BATCHED,			/* admitted from a local lease (batching) */
+	RL_REDIS_REFUNDS_QUEUED,	/* refunds queued at an abort, to be sent
+								 * after the transaction */
+	RL_REDIS_REFUNDS_SENT,		/* refunds Redis took */
+	RL_REDIS_REFUNDS_DROPPED,	/* refunds not sent: the queue full, the
+								 * breaker open, Redis failing, the session
+								 * gone */
 	RL_REDIS_NCOUNTERS
 } RlRedisCounter;
 
@@ -154,6 +160,7 @@ extern redisReply *rl_redis_key_command(RlRedisCall *call, int slot,
 
 extern void rl_redis_breaker_init(void);
 extern void rl_redis_count(RlRedisCounter c);
+extern void rl_redis_count_n(RlRedisCounter c, int64 n);
 extern bool rl_redis_breaker_open(void);
 extern bool rl_redis_breaker_lets_through(bool *probe);
 extern void rl_redis_breaker_close(bool probe);

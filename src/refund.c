@@ -40,12 +40,22 @@
  * lists for the next calls.  Nothing here raises an error at commit or
  * abort.  What is about to be given back is forgotten first, so nothing is
  * given back twice.  (Giving back is the engines', called here directly
- * through the engine table: the store takes a partition lock; Redis is a
- * network call, redis_engine.c.)
+ * through the engine table: the store takes a partition lock.)
  *
- * Everything lives in a context under TopTransactionContext, "ratelimit
- * refunds", which goes with the transaction.  No shared state of its own:
- * refunds go through the engines' own locking.
+ * A refund that is a network round trip (a receipt RL_RECEIPT_REMOTE:
+ * Redis's) is never made inside an abort, where waiting on a socket could
+ * hang it and nothing may raise an error: its amount is queued instead,
+ * and sent after the transaction ends, at the session's next call that
+ * reaches an engine (the dispatcher calls rl_refund_flush) or, best
+ * effort, when the session exits.  The queue is bounded
+ * (RL_REFUND_QUEUE_MAX refunds): beyond it the oldest calls' refunds are
+ * dropped, and counted (the engine's refunds_noted: rl_redis_info shows
+ * refunds_queued, refunds_sent and refunds_dropped).
+ *
+ * Each transaction's tracking lives in a context of its own, "ratelimit
+ * refunds", under TopMemoryContext, deleted when the transaction ends, or,
+ * if refunds of it are still queued, when they have been sent.  No shared
+ * state of its own: refunds go through the engines' own locking.
  *
  *-------------------------------------------------------------------------
  */
@@ -57,8 +67,13 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "storage/ipc.h"
+
 #include "algo_common.h"
 #include "refund.h"
+
+/* refunds (pairs) that may wait in the queue; more are dropped */
+#define RL_REFUND_QUEUE_MAX		10000
 
 /* units consumed at a time: one call's, or several a refund treats as one */
 typedef struct RlSpent
@@ -82,10 +97,23 @@ typedef struct RlTargetKey
 typedef struct RlAmount RlAmount;
 typedef struct RlLevel RlLevel;
 
+/*
+ * One transaction's tracking: its context, and how many of its amounts are
+ * queued.  A transaction that ended with amounts queued is retired: its
+ * context is kept until they are sent.
+ */
+typedef struct RlBatch
+{
+	MemoryContext cxt;
+	int64		queued;			/* its amounts in the queue */
+	struct RlBatch *next;		/* retired batches */
+} RlBatch;
+
 typedef struct RlTarget
 {
 	RlTargetKey id;				/* first: the hash key */
 	RlAmount   *top;			/* its newest amount, or NULL */
+	RlBatch    *batch;			/* the transaction's tracking it is of */
 } RlTarget;
 
 struct RlAmount
@@ -94,7 +122,8 @@ struct RlAmount
 	RlLevel    *level;
 	RlAmount   *below;			/* the target's previous amount */
 	RlAmount   *above;			/* the target's next amount, NULL on top */
-	RlAmount   *next;			/* the level's older amount, or free list */
+	RlAmount   *next;			/* the level's older amount, the queue's
+								 * next, or free list */
 	RlParams	params;			/* limit, per and burst (cost: unused) */
 	RlSpent    *spent;			/* oldest first */
 	int64		nspent;
@@ -110,11 +139,22 @@ struct RlLevel
 };
 
 static MemoryContext refund_cxt = NULL;
+static RlBatch *batch = NULL;	/* the transaction's, if it tracked */
 static HTAB *targets = NULL;
 static RlLevel *levels = NULL;	/* innermost first */
 static RlAmount *free_amounts = NULL;
 static RlLevel *free_levels = NULL;
 static bool callbacks_registered = false;
+
+/* refunds queued for after their transaction: amounts, oldest first */
+static RlAmount *queue_head = NULL;
+static RlAmount *queue_tail = NULL;
+static int64 queue_pairs = 0;	/* refunds (pairs) in the queue */
+static RlBatch *retired = NULL; /* ended transactions with amounts queued */
+static bool exit_registered = false;
+
+/* amounts are queued: the dispatcher's cheap test before rl_refund_flush */
+bool		rl_refund_waiting = false;
 
 static void refund_xact_callback(XactEvent event, void *arg);
 static void refund_subxact_callback(SubXactEvent event,
@@ -149,6 +189,8 @@ target_match(const void *key1, const void *key2, Size keysize)
 			 memcmp(a->key, b->key, a->keylen) == 0);
 }
 
+static void refund_exit(int code, Datum arg);
+
 /*
  * The context and the table of this transaction, made on its first
  * tracked consumption.
@@ -166,9 +208,11 @@ refund_begin(void)
 	}
 	if (targets != NULL)
 		return;
-	refund_cxt = AllocSetContextCreate(TopTransactionContext,
+	refund_cxt = AllocSetContextCreate(TopMemoryContext,
 									   "ratelimit refunds",
 									   ALLOCSET_DEFAULT_SIZES);
+	batch = MemoryContextAllocZero(refund_cxt, sizeof(RlBatch));
+	batch->cxt = refund_cxt;
 	ctl.keysize = sizeof(RlTargetKey);
 	ctl.entrysize = sizeof(RlTarget);
 	ctl.hash = target_hash;
@@ -180,12 +224,24 @@ refund_begin(void)
 }
 
 /*
- * Forget everything at the end of the transaction: the memory goes with
- * TopTransactionContext.
+ * Forget everything at the end of the transaction, and free its memory
+ * unless refunds of it are still queued (then it is retired, and freed
+ * once they are sent).  Allocates nothing.
  */
 static void
 refund_forget(void)
 {
+	if (batch != NULL)
+	{
+		if (batch->queued > 0)
+		{
+			batch->next = retired;
+			retired = batch;
+		}
+		else
+			MemoryContextDelete(batch->cxt);
+	}
+	batch = NULL;
 	refund_cxt = NULL;
 	targets = NULL;
 	levels = NULL;
@@ -364,6 +420,13 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 		target = hash_search(targets, &id, HASH_ENTER, NULL);
 		target->id.key = key;
 		target->top = NULL;
+		target->batch = batch;
+	}
+	/* a remote refund may be queued and sent as the session exits */
+	if ((r->flags & RL_RECEIPT_REMOTE) && !exit_registered)
+	{
+		on_shmem_exit(refund_exit, (Datum) 0);
+		exit_registered = true;
 	}
 	(void) spent_add(amount_for(target, &r->params), r->time, r->params.cost,
 					 false);
@@ -396,8 +459,77 @@ amount_unlink(RlAmount *a)
 }
 
 /*
+ * Give back what an amount holds, pair by pair, newest first: each pair is
+ * taken off before it is given back, so none is given back twice (an
+ * engine's refund may be interrupted).
+ */
+static void
+amount_refund(RlAmount *a)
+{
+	RlRequest	req;
+	RlReceipt	r;
+
+	rl_request_init(&req);
+	req.dbid = a->target->id.dbid;
+	req.algo = a->target->id.algo;
+	req.key = a->target->id.key;
+	req.keylen = a->target->id.keylen;
+	r.engine = a->target->id.engine;
+	r.flags = a->target->id.flags;
+	r.incarnation = a->target->id.incarnation;
+	r.params = a->params;
+	while (a->nspent > 0)
+	{
+		a->nspent--;
+		if (a->target->id.flags & RL_RECEIPT_REMOTE)
+			queue_pairs--;
+		r.time = a->spent[a->nspent].time;
+		r.params.cost = a->spent[a->nspent].cost;
+		(void) rl_engine(r.engine)->refund(&req, &r);
+	}
+}
+
+/*
+ * Queue an amount whose refunds are network round trips, for after the
+ * transaction (at an abort: allocates nothing).  Past the queue's bound
+ * its oldest pairs are dropped (they would be sent last).
+ */
+static void
+amount_queue(RlAmount *a)
+{
+	const RlEngine *engine = rl_engine(a->target->id.engine);
+	int64		room = Max(RL_REFUND_QUEUE_MAX - queue_pairs, 0);
+	int64		dropped = 0;
+
+	if (a->nspent > room)
+	{
+		dropped = a->nspent - room;
+		memmove(a->spent, a->spent + dropped, room * sizeof(RlSpent));
+		a->nspent = room;
+	}
+	if (engine->refunds_noted != NULL)
+		engine->refunds_noted(a->nspent, dropped);
+	if (a->nspent == 0)
+	{
+		a->next = free_amounts;
+		free_amounts = a;
+		return;
+	}
+	a->next = NULL;
+	if (queue_tail != NULL)
+		queue_tail->next = a;
+	else
+		queue_head = a;
+	queue_tail = a;
+	queue_pairs += a->nspent;
+	a->target->batch->queued++;
+	rl_refund_waiting = true;
+}
+
+/*
  * Give back everything a level consumed, newest first, and forget the
- * level.  The level must be the innermost.  Allocates nothing.
+ * level; a remote engine's refunds are queued.  The level must be the
+ * innermost.  Allocates nothing.
  */
 static void
 level_refund(RlLevel *level)
@@ -408,32 +540,93 @@ level_refund(RlLevel *level)
 	levels = level->up;
 	while ((a = level->amounts) != NULL)
 	{
-		RlRequest	req;
-		RlReceipt	r;
-
 		level->amounts = a->next;
 		amount_unlink(a);
-		rl_request_init(&req);
-		req.dbid = a->target->id.dbid;
-		req.algo = a->target->id.algo;
-		req.key = a->target->id.key;
-		req.keylen = a->target->id.keylen;
-		r.engine = a->target->id.engine;
-		r.flags = a->target->id.flags;
-		r.incarnation = a->target->id.incarnation;
-		r.params = a->params;
-		while (a->nspent > 0)
+		if (a->target->id.flags & RL_RECEIPT_REMOTE)
 		{
-			a->nspent--;
-			r.time = a->spent[a->nspent].time;
-			r.params.cost = a->spent[a->nspent].cost;
-			(void) rl_engine(r.engine)->refund(&req, &r);
+			amount_queue(a);
+			continue;
 		}
+		amount_refund(a);
 		a->next = free_amounts;
 		free_amounts = a;
 	}
 	level->up = free_levels;
 	free_levels = level;
+}
+
+/*
+ * Send the queued refunds, oldest first (the dispatcher, before a call
+ * reaches an engine; the session's exit).  Outside any abort: an engine's
+ * refund may wait on a socket, and a cancel may interrupt it (what was not
+ * sent yet stays queued).  A transaction's retired tracking is freed once
+ * its last queued amount is sent.
+ */
+void
+rl_refund_flush(void)
+{
+	RlAmount   *a;
+
+	while ((a = queue_head) != NULL)
+	{
+		RlBatch    *b = a->target->batch;
+
+		amount_refund(a);
+		queue_head = a->next;
+		if (queue_head == NULL)
+			queue_tail = NULL;
+		b->queued--;
+		if (b == batch)
+		{
+			/* the current transaction's: back to its free list */
+			a->next = free_amounts;
+			free_amounts = a;
+		}
+		else if (b->queued == 0)
+		{
+			RlBatch   **link = &retired;
+
+			while (*link != b)
+				link = &(*link)->next;
+			*link = b->next;
+			MemoryContextDelete(b->cxt);
+		}
+	}
+	rl_refund_waiting = false;
+}
+
+/*
+ * on_shmem_exit: send what is still queued, best effort.  Registered after
+ * the callback that aborts a transaction left open, so its refunds are
+ * queued by then.  Never raises (an error here would make the exit
+ * recurse): what cannot be sent is dropped, and counted.
+ */
+static void
+refund_exit(int code, Datum arg)
+{
+	if (queue_head == NULL)
+		return;
+	PG_TRY();
+	{
+		rl_refund_flush();
+	}
+	PG_CATCH();
+	{
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	while (queue_head != NULL)
+	{
+		RlAmount   *a = queue_head;
+		const RlEngine *engine = rl_engine(a->target->id.engine);
+
+		if (engine->refunds_noted != NULL)
+			engine->refunds_noted(0, a->nspent);
+		queue_pairs -= a->nspent;
+		queue_head = a->next;
+	}
+	queue_tail = NULL;
+	rl_refund_waiting = false;
 }
 
 

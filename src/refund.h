@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * refund.h
- *		Refunds of consumption made by aborted (sub)transactions.
+ *		Refunds of consumption made by aborted (sub)transactions, and the
+ *		queue of those sent after the transaction (refund.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -12,5 +13,9 @@
 
 extern void rl_refund_track(const RlRequest *req, const RlReceipt *receipts,
 							 int n);
+extern void rl_refund_flush(void);
+
+/* refunds are queued for after their transaction: rl_refund_flush sends */
+extern rl_hidden bool rl_refund_waiting;
 
 #endif							/* RL_REFUND_H */

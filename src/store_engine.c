@@ -310,6 +310,7 @@ const RlEngine rl_store_engine = {
 	.decide_all = store_decide_all,
 	.peek = store_peek,
 	.refund = store_refund,
+	.refunds_noted = NULL,		/* its refunds are made at once */
 	.reset = rl_store_reset,
 	.reset_all = rl_store_reset_all,
 	.info = rl_store_figures,

@@ -93,6 +93,7 @@ for my $algo (sort keys %code)
 			'true,true,true,false', "$algo, $how: others use the full limit");
 		$bg->query_safe('ROLLBACK');
 		$bg->quit;
+		RlRedis::refunds_settled($node);
 		is(sql("SELECT $call"), 'f',
 			"$algo, $how: the rollback gave nothing to the new state");
 		is(sql("SELECT remaining FROM rl_check('$key', '$algo', 3, '1 hour', cost => 0, $at)"),
@@ -128,6 +129,7 @@ sql(q{
 	like($err, qr/rate limit exceeded/, 'trigger: others used the full quota');
 	$bg->query_safe('ROLLBACK');
 	$bg->quit;
+	RlRedis::refunds_settled($node);
 	($ret, $out, $err) =
 	  $node->psql('postgres', 'INSERT INTO orders (tenant) VALUES (1)');
 	like($err, qr/rate limit exceeded/,
@@ -155,6 +157,7 @@ sql(q{
 		'true,true,false', 'all or nothing: others use its full limit');
 	$bg->query_safe('ROLLBACK');
 	$bg->quit;
+	RlRedis::refunds_settled($node);
 	is(sql("SELECT remaining FROM rl_check('a', policy => 'aon_fw', cost => 0, $at)"),
 		'0', 'all or nothing: the reset key got nothing back');
 	is(sql("SELECT remaining FROM rl_check('b', policy => 'aon_swl', cost => 0, $at)"),
@@ -189,6 +192,7 @@ sql(q{
 	$redis->cli('HDEL', $h, 'i');    # written again by a 0.2.0 server
 	$bg->query_safe('ROLLBACK');
 	$bg->quit;
+	RlRedis::refunds_settled($node);
 	is(sql("SELECT remaining FROM rl_check('old', 'fixed_window', 3, '1 hour', cost => 0, $at)"),
 		'1', 'a refund to a state of unknown incarnation gives nothing back');
 }

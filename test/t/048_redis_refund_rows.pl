@@ -1,10 +1,11 @@
 # Refunds of many calls on the Redis backend.  A transaction's consumption
 # is tracked per key and level, calls a refund cannot tell apart added up,
-# so a rollback sends one refund script per key and window (per distinct
-# microsecond for a sliding log) instead of one per row, and gives back
-# exactly what one refund per call did: in Redis, in hybrid's pre-check
-# (with the pre-check's own limit), and in a lease (only the calls of the
-# lease that is still the key's).
+# so a rollback queues one refund script per key and window (per distinct
+# microsecond for a sliding log) instead of one per row, sent after the
+# transaction (here: as the session exits), and gives back exactly what one
+# refund per call did: in Redis, in hybrid's pre-check (with the
+# pre-check's own limit), and in a lease (only the calls of the lease that
+# is still the key's).
 use strict;
 use warnings;
 
@@ -94,9 +95,13 @@ is($s->query_safe(q{SELECT string_agg(algo || ' ' || used, ', ') FROM used(1)}),
 	join(', ', map { "$_ 223" } sort @algos),
 	'inside: key 1 has its 3 committed rows, 200 rows and 20 after the rolled-back savepoint');
 my $before = scripts();
+my $counted = sql('SELECT refunds_sent FROM rl_redis_info()');
 $s->query_safe('ROLLBACK');
-my $sent = scripts() - $before;
 $s->quit;
+RlRedis::refunds_settled($node);
+my $sent = scripts() - $before;
+is(sql('SELECT refunds_sent FROM rl_redis_info()') - $counted, $sent,
+	'rl_redis_info counts the refunds sent');
 is(last_of(q{SELECT string_agg(algo || ' ' || used, ', ') FROM used(1)}),
 	join(', ', map { "$_ 3" } sort @algos),
 	'after the rollback, Redis counts the committed rows only');
@@ -121,8 +126,9 @@ $s->query_safe(q{
 });
 $before = scripts();
 $s->query_safe('ROLLBACK');
-is(scripts() - $before, 4, '900 rows on 4 keys: the rollback sends 4 refund scripts');
 $s->quit;
+RlRedis::refunds_settled($node);
+is(scripts() - $before, 4, '900 rows on 4 keys: the rollback sends 4 refund scripts');
 is(last_of(q{SELECT used FROM used(5) WHERE algo = 'fixed_window'}),
 	'0', 'and gives every row back');
 
@@ -212,6 +218,30 @@ is(sql('SELECT calls FROM rl_redis_info()') - $calls, 3,
 	'three leases: the last one got its 5 calls back and admitted the next 10');
 is($redis->cli('HGET', "rl:{$dboid:fw:lease}", 'c'), '30',
 	'Redis counts the three leases: units of replaced leases went with them');
+
+# ---- the queue of refunds is bounded ----
+
+# 10,001 calls at distinct microseconds on one sliding log: as many refund
+# scripts, one more than the queue holds.  The oldest call's is dropped
+# (the newest are sent first), and counted; the rest are sent at the
+# session's next call.
+my ($queued, $sent, $dropped) =
+  split /\|/, sql('SELECT refunds_queued, refunds_sent, refunds_dropped FROM rl_redis_info()');
+is( last_of(q{
+	BEGIN;
+	SELECT count(*) FROM generate_series(1, 10001) i
+	WHERE rl_allow('bounded', 'sliding_window_log', 100000, '1 hour',
+		at => '2030-01-01 00:00:00 UTC'::timestamptz + i * interval '1 microsecond');
+	ROLLBACK;
+	SELECT remaining FROM rl_check('bounded', 'sliding_window_log', 100000, '1 hour',
+		cost => 0, at => '2030-01-01 00:00:01 UTC');
+}), '99999', 'the refunds the queue held were sent at the next call; one was dropped');
+is(sql('SELECT refunds_queued FROM rl_redis_info()') - $queued, 10000,
+	'10,000 refunds queued');
+is(sql('SELECT refunds_dropped FROM rl_redis_info()') - $dropped, 1,
+	'the one past the bound is counted as dropped');
+is(sql('SELECT refunds_sent FROM rl_redis_info()') - $sent, 10000,
+	'and the others as sent');
 
 $node->stop;
 $redis->stop;

@@ -59,6 +59,15 @@ sub upgrade_from
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, "CREATE EXTENSION ratelimit VERSION '$from'");
 	is($node->safe_psql($db, "SELECT rl_allow('k', 'token_bucket', 2)"), 't', "$from works");
+	# the library's entry point for the frozen script's rl_reset ((key,
+	# algo) in 0.1.0, (key, algo, policy) in 0.2.0)
+	is($node->safe_psql($db, "SELECT rl_reset('k', 'token_bucket'), rl_reset('k')"),
+		'1|0', "$from: rl_reset works with this library");
+	is($node->safe_psql($db, "SELECT rl_allow('k', 'token_bucket', 2)"), 't',
+		"$from: again after the reset");
+	is($node->safe_psql($db, "SELECT breaker_open, calls FROM rl_redis_info()"), 'f|0',
+		"$from: rl_redis_info works with this library, its columns by name")
+	  if $from ne '0.1.0';
 	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
 	is($node->safe_psql($db, "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
 		$default, "$from updated to $default");
@@ -82,6 +91,10 @@ sub upgrade_from
 		"$from updated: policy calls work");
 	is($node->safe_psql($db, "SELECT rl_reset('x', policy => 'p')"), '1',
 		"$from updated: rl_reset works");
+	is($node->safe_psql($db, "SELECT prosrc FROM pg_proc WHERE proname = 'rl_reset'"),
+		'rl_reset_0_3', "$from updated: rl_reset is the 0.3.0 entry point");
+	is($node->safe_psql($db, q{SELECT refunds_queued, refunds_sent, refunds_dropped
+		FROM rl_redis_info()}), '0|0|0', "$from updated: rl_redis_info has the refund counters");
 	is($node->safe_psql($db,
 			"SELECT allowed > 0 FROM rl_stats WHERE policy = 'p' AND datname = '$db'"),
 		't', "$from updated: stats work");

@@ -20,6 +20,10 @@ for the ratelimit TAP tests
   # a started PostgreSQL node with ratelimit preloaded and these settings
   my $node = RlRedis::pg_node('name', qq{ratelimit.backend = redis ...});
 
+  # wait until every refund an abort queued has been sent (or dropped):
+  # a session sends them at its next call, or as it exits
+  RlRedis::refunds_settled($node);
+
 =head1 DESCRIPTION
 
 Every server listens on 127.0.0.1 only, keeps nothing on disk (C<--save ''>,
@@ -225,6 +229,21 @@ sub pg_node
 		"shared_preload_libraries = 'ratelimit'\n$conf");
 	$node->start;
 	return $node;
+}
+
+# Wait until every Redis refund queued by an abort has been sent or
+# dropped (rl_redis_info: queued = sent + dropped, when nothing else
+# refunded at once).  Sessions send their queued refunds at their next
+# call or as they exit; a test that reads Redis's state after another
+# session's rollback waits for that exit here.
+sub refunds_settled
+{
+	my ($node, $db) = @_;
+
+	$node->poll_query_until($db // 'postgres',
+		'SELECT refunds_queued = refunds_sent + refunds_dropped FROM rl_redis_info()')
+	  or die 'queued Redis refunds were not sent';
+	return;
 }
 
 1;
