@@ -292,6 +292,13 @@ my @cases = (
 	[ 'an array of 200,000 strings (within the bounds)',
 		{ evalsha => reply("*200000\r\n" . ("\$5\r\nhello\r\n" x 200_000)) },
 		qr/unexpected reply to the decision script/ ],
+	# error text that is not valid text: written \xNN, in every encoding
+	[ 'an error reply with bytes that are not UTF-8',
+		{ evalsha => reply("-ERR bad \xff\xfe value\r\n") },
+		qr/refused the decision script: ERR bad \\xFF\\xFE value$/ ],
+	[ 'an error reply of two-byte characters, cut by truncation',
+		{ evalsha => reply("-ERR x" . ("\xc3\xa9" x 200) . "\r\n") },
+		qr/refused the decision script: ERR x(\\xC3\\xA9)+(\\xC3)?$/ ],
 );
 
 for my $case (@cases)
@@ -308,6 +315,8 @@ for my $case (@cases)
 		cmp_ok($took, '<', 5, sprintf("$what: the call came back (%.2f s)", $took));
 		is(info('failures'), $failures + 1, "$what: counted as a failure");
 		like(info('last_error'), $error, "$what: last_error says why");
+		unlike(info('last_error'), qr/[^\x20-\x7e]/,
+			"$what: last_error is printable ASCII");
 	}
 	fake_stop($f);
 }

@@ -211,6 +211,32 @@ $old->{stderr} = '';
 is($old->query_safe($policy_call), '5',
 	'extension re-created: the old session reads the new policies');
 
+# Policies are read by column name: a later version that drops, adds or
+# reorders rl_policy's columns moves nothing.  Here shadow is dropped and
+# added again (now the last column, after a dropped one), and a column of
+# another version's is added before it: the old session's cache, a new
+# session and the validation trigger read each policy's own values.
+$node->safe_psql('postgres', q{
+	INSERT INTO rl_policy (name, algo, "limit", per, burst, shadow)
+	VALUES ('s', 'token_bucket', 3, '1 hour', 4, true);
+	ALTER TABLE rl_policy ADD COLUMN comment text;
+	ALTER TABLE rl_policy DROP COLUMN shadow;
+	ALTER TABLE rl_policy ADD COLUMN shadow boolean NOT NULL DEFAULT false;
+	UPDATE rl_policy SET shadow = true WHERE name = 's';
+});
+my $s_call = q{SELECT "limit", capacity, allowed FROM rl_check('k', 's', cost => 4)};
+$old->{stderr} = '';
+is($old->query_safe($s_call), '3|4|t',
+	'columns moved: the old session reads each policy by its columns');
+is($old->query_safe(q{SELECT allowed FROM rl_check('k', 's', cost => 4)}), 't',
+	'a shadow policy: denied, yet allowed');
+is($node->safe_psql('postgres', q{SELECT "limit", capacity FROM rl_check('n', 's', cost => 0)}),
+	'3|4', 'and a new session');
+my ($ret, $out, $err) = $node->psql('postgres',
+	q{INSERT INTO rl_policy (name, algo, "limit", burst) VALUES ('bad', 'fixed_window', 1, 2)});
+like($err, qr/"burst" does not apply to algorithm "fixed_window"/,
+	'the validation trigger checks the columns it names');
+
 $old->quit;
 $node->stop;
 done_testing();

@@ -66,12 +66,15 @@ sub window_state { return pack('q q q', @_); }    # start, cur, prev
 sub bucket_state { my ($scaled, $per) = @_; return pack('q q q', $scaled, $scaled < 0 ? -1 : 0, $per); }
 sub log_state { return pack('q', $_[0]) . ("\0" x 16); }    # the sum
 
-# the file: header, entries, CRC-32C of the entries then the header
+# the file: header, entries, CRC-32C of the entries then the header;
+# written by this server's PostgreSQL release unless $written_by is set
+my $written_by;
 sub write_state
 {
 	my @entries = @_;
 	my $body = join '', @entries;
-	my $header = pack('L L L L Q', 0x524C5354, 2, $pg_version, 0, scalar @entries);
+	my $header = pack('L L L L Q', 0x524C5354, 2, $written_by // $pg_version,
+		0, scalar @entries);
 	open my $fh, '>', $state_file or die $!;
 	binmode $fh;
 	print $fh $header . $body . pack('L', crc32c($body . $header));
@@ -202,6 +205,31 @@ $node->stop;
 ok(-f $state_file, 'the state is saved past a FIFO at the temporary path');
 $node->start;
 is(sql("SELECT rl_allow('after', 'fixed_window', 1, '36525 days')"), 'f', 'and restored');
+
+# ---- the release that wrote it: the major counts, not the minor ----
+
+# a file of another minor release of the same major is loaded (an update
+# from 15.4 to 15.5 keeps the state); of another major it is ignored
+$node->stop;
+$written_by = $pg_version % 100 > 0 ? $pg_version - 1 : $pg_version + 1;
+write_state($good[0]);
+$log_offset = -s $node->logfile;
+$node->start;
+ok($node->log_contains(
+	qr/ratelimit restored the state of 1 keys from file/, $log_offset),
+	"a file written by $written_by (this server: $pg_version) is loaded");
+is(sql(q{SELECT remaining FROM rl_check('good:fixed', 'fixed_window', 5, '36525 days', 0)}),
+	'2', 'with its state');
+
+$node->stop;
+$written_by = $pg_version + 10000;
+write_state($good[0]);
+$log_offset = -s $node->logfile;
+$node->start;
+ok($node->log_contains(
+	qr/ignoring invalid data in file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+It was written by another version of ratelimit or PostgreSQL\./,
+	$log_offset), "a file written by $written_by is ignored");
+is(sql('SELECT used FROM rl_store_info()'), '0', 'and nothing is loaded');
 
 $node->stop;
 done_testing();
