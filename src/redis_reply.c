@@ -212,8 +212,9 @@ static redisReplyObjectFunctions bounded_functions = {
 
 /*
  * Make a new context read through bounded_functions, wrapping the
- * reader's default ones (hiredis's, the same for every context); hiredis
- * 1.x's own bound on arrays is set to ours as well.
+ * reader's default ones (hiredis's, the same for every context).  hiredis
+ * 1.x's own bound on an array's elements (maxelements, 2^32 - 1) is left
+ * as it is: ours is lower, and refuses first, saying which bound.
  */
 void
 rl_redis_reply_bound(redisContext *c)
@@ -221,9 +222,6 @@ rl_redis_reply_bound(redisContext *c)
 	if (hiredis_functions == NULL)
 		hiredis_functions = c->reader->fn;
 	c->reader->fn = &bounded_functions;
-#if HIREDIS_MAJOR >= 1
-	c->reader->maxelements = RL_REDIS_MAX_ELEMENTS;
-#endif
 }
 
 /*
