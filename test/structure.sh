@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The source's structure (docs/design.md, "The picture"): no file of src/
-# longer than 800 lines, and no cycle between files, neither through
-# #include nor through calls (or uses of a variable).  Prints the
-# dependencies between files, the longest files, and a closing line
-# "structure: N passed, M failed" (test/run.sh counts it).
+# longer than 800 lines, no cycle between files, neither through #include
+# nor through calls (or uses of a variable), and src/typedefs.list (the
+# typedef names pgindent needs besides PostgreSQL's) naming exactly the
+# typedefs of src/.  Prints the dependencies between files, the longest
+# files, and a closing line "structure: N passed, M failed" (test/run.sh
+# counts it).
 #
 #   bash test/structure.sh [TREE]
 #
@@ -182,6 +184,52 @@ for my $c (@cycles)
 	}
 }
 check(!@cycles, 'no cycle of includes or calls between files');
+
+# ---- the typedefs list ----
+my %typedefs;
+for my $f (grep { !/lua_scripts\.[ch]$/ } glob("$src/*.[ch]"))
+{
+	open my $fh, '<', $f or die "$f: $!";
+	local $/;
+	my $text = <$fh>;
+	$text =~ s{/\*.*?\*/}{}gs;
+	while ($text =~ /\btypedef\b/g)
+	{
+		my $rest = substr($text, pos($text));
+		if ($rest =~ /^\s*(?:struct|union|enum)\s*\w*\s*\{/)
+		{
+			# the name follows the braces
+			my ($depth, $j) = (0, index($rest, '{'));
+			for (; $j < length $rest; $j++)
+			{
+				my $c = substr($rest, $j, 1);
+				$depth++ if $c eq '{';
+				last if $c eq '}' && --$depth == 0;
+			}
+			$typedefs{$1} = 1 if substr($rest, $j + 1) =~ /^\s*(\w+)\s*;/;
+		}
+		elsif ($rest =~ /^[^;]*?\(\s*\*\s*(\w+)\s*\)/s)
+		{
+			$typedefs{$1} = 1;	# a pointer to a function
+		}
+		elsif ($rest =~ /^[^;]*?(\w+)\s*;/s)
+		{
+			$typedefs{$1} = 1;
+		}
+	}
+}
+my %listed;
+if (open my $fh, '<', "$src/typedefs.list")
+{
+	chomp(my @l = <$fh>);
+	%listed = map { $_ => 1 } grep { /\S/ } @l;
+}
+my @missing = grep { !$listed{$_} } sort keys %typedefs;
+my @stale = grep { !$typedefs{$_} } sort keys %listed;
+check(!@missing && !@stale,
+	'src/typedefs.list names every typedef of src/ and nothing else'
+	  . (@missing ? '; missing: ' . join(' ', @missing) : '')
+	  . (@stale ? '; not in src/: ' . join(' ', @stale) : ''));
 
 print "structure: $passed passed, $failed failed\n";
 exit($failed ? 1 : 0);
