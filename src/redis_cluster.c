@@ -171,17 +171,17 @@ topology_discover(RlRedisCall *call)
 	for (i = 0; i < nseeds; i++)
 	{
 		RlRedisNode *node = rl_redis_node(i);
+		TimestampTz deadline;
 		const char *argv[2] = {"CLUSTER", "SLOTS"};
 		size_t		len[2] = {7, 5};
 		bool		fresh;
 		redisReply *r;
 
-		if (!rl_redis_node_connect(node, call,
-								   rl_redis_deadline(call, rl_redis_connect_timeout),
-								   &fresh))
+		deadline = rl_redis_deadline(call, rl_redis_connect_timeout);
+		if (!rl_redis_node_connect(node, call, deadline, &fresh))
 			continue;
-		r = rl_redis_node_command(node, 2, argv, len, call,
-								  rl_redis_deadline(call, rl_redis_command_timeout));
+		deadline = rl_redis_deadline(call, rl_redis_command_timeout);
+		r = rl_redis_node_command(node, 2, argv, len, call, deadline);
 		if (r == NULL)
 			continue;
 		if (r->type == REDIS_REPLY_ERROR &&
@@ -312,6 +312,7 @@ rl_redis_key_command(RlRedisCall *call, int slot, int argc,
 	for (attempt = 0; attempt < RL_REDIS_MAX_ATTEMPTS; attempt++)
 	{
 		RlRedisNode *node;
+		TimestampTz deadline;
 		redisReply *r;
 		bool		fresh;
 		bool		io;
@@ -327,9 +328,8 @@ rl_redis_key_command(RlRedisCall *call, int slot, int argc,
 		else
 			node = rl_redis_node(current);
 
-		if (!rl_redis_node_connect(node, call,
-								   rl_redis_deadline(call, rl_redis_connect_timeout),
-								   &fresh))
+		deadline = rl_redis_deadline(call, rl_redis_connect_timeout);
+		if (!rl_redis_node_connect(node, call, deadline, &fresh))
 		{
 			topology = RL_TOPO_UNKNOWN;
 			return NULL;
@@ -343,8 +343,8 @@ rl_redis_key_command(RlRedisCall *call, int slot, int argc,
 			rl_redis_node_close(node);
 			return NULL;
 		}
-		if (!rl_redis_node_exchange(node, asking >= 0 ? 2 : 1, call,
-									rl_redis_deadline(call, rl_redis_command_timeout),
+		deadline = rl_redis_deadline(call, rl_redis_command_timeout);
+		if (!rl_redis_node_exchange(node, asking >= 0 ? 2 : 1, call, deadline,
 									&io))
 		{
 			if (io && !fresh && !retried)

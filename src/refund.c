@@ -7,9 +7,9 @@
  * when ratelimit.refund_on_rollback is on) is remembered until its
  * transaction ends, by the receipts of its decision (engine.h: where it
  * consumed, with which parameters, at which time, from which incarnation
- * of the state), which the dispatcher hands over.  When a subtransaction aborts, what it
- * consumed is given back; when it commits, its consumption passes to its
- * parent.  At top-level abort everything left is given back; at commit and
+ * of the state), which the dispatcher hands over.  When a subtransaction
+ * aborts, what it consumed is given back; when it commits, its consumption
+ * passes to its parent.  At top-level abort everything left is given back; at commit and
  * prepare it is forgotten.
  *
  * What is kept grows with the keys and the savepoint levels, not with the
