@@ -157,12 +157,14 @@ refund_locked(const RlRequest *req, RlSlot slot, const RlReceipt *r)
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e == NULL || e->incarnation != r->incarnation)
 		return;
+	if (algo->state != RL_STATE_LOG)
+	{
+		algo->refund(&e->st, r->time, &r->params, r->params.cost, NULL);
+		return;
+	}
 	chain = store_chain();
 	algo->refund(&e->st, r->time, &r->params, r->params.cost, &chain);
-	if (algo->state == RL_STATE_LOG)
-	{
-		rl_store_chain_freed(e, &chain);
-	}
+	rl_store_chain_freed(e, &chain);
 }
 
 /*
