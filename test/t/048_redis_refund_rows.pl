@@ -225,7 +225,7 @@ is($redis->cli('HGET', "rl:{$dboid:fw:lease}", 'c'), '30',
 # scripts, one more than the queue holds.  The oldest call's is dropped
 # (the newest are sent first), and counted; the rest are sent at the
 # session's next call.
-my ($queued, $sent, $dropped) =
+my ($queued0, $sent0, $dropped0) =
   split /\|/, sql('SELECT refunds_queued, refunds_sent, refunds_dropped FROM rl_redis_info()');
 is( last_of(q{
 	BEGIN;
@@ -236,11 +236,11 @@ is( last_of(q{
 	SELECT remaining FROM rl_check('bounded', 'sliding_window_log', 100000, '1 hour',
 		cost => 0, at => '2030-01-01 00:00:01 UTC');
 }), '99999', 'the refunds the queue held were sent at the next call; one was dropped');
-is(sql('SELECT refunds_queued FROM rl_redis_info()') - $queued, 10000,
+is(sql('SELECT refunds_queued FROM rl_redis_info()') - $queued0, 10000,
 	'10,000 refunds queued');
-is(sql('SELECT refunds_dropped FROM rl_redis_info()') - $dropped, 1,
+is(sql('SELECT refunds_dropped FROM rl_redis_info()') - $dropped0, 1,
 	'the one past the bound is counted as dropped');
-is(sql('SELECT refunds_sent FROM rl_redis_info()') - $sent, 10000,
+is(sql('SELECT refunds_sent FROM rl_redis_info()') - $sent0, 10000,
 	'and the others as sent');
 
 $node->stop;
