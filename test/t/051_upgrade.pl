@@ -144,7 +144,7 @@ $node->safe_psql('blocked', q{
 	CREATE EXTENSION ratelimit VERSION '0.2.0';
 	CREATE VIEW checks AS SELECT * FROM rl_check_all(ARRAY['a'], ARRAY['b']);
 });
-($ret, $out, $err) = $node->psql('blocked', 'ALTER EXTENSION ratelimit UPDATE');
+my ($ret, $out, $err) = $node->psql('blocked', 'ALTER EXTENSION ratelimit UPDATE');
 like($err, qr/ERROR:  cannot update extension "ratelimit": function rl_check_all is used by rule _RETURN on view checks/,
 	'a view over rl_check_all stops the update, named');
 $node->safe_psql('blocked', 'DROP VIEW checks; ALTER EXTENSION ratelimit UPDATE');
