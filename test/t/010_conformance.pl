@@ -13,6 +13,7 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use RlModel;
 
 my $S = 1_000_000;    # microseconds per second

@@ -9,6 +9,7 @@ use Math::BigInt;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 
 my $seed = $ENV{RL_SEED} // 20240501;
 my $ncalls = $ENV{RL_FUZZ_CALLS} // 4000;

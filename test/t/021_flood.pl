@@ -10,6 +10,7 @@ use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 
 my $node = PostgreSQL::Test::Cluster->new('flood');
 $node->init;

@@ -8,6 +8,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 
 my $node = PostgreSQL::Test::Cluster->new('owners');
 $node->init;

@@ -14,9 +14,9 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use Time::HiRes qw(time usleep);
 use RlRedis;
-use RlHarness;
 
 my $redis = RlRedis->new;
 

@@ -12,10 +12,10 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use Time::HiRes qw(usleep);
 use RlModel;
 use RlRedis;
-use RlHarness;
 
 my @masters = RlRedis::cluster(3);
 

@@ -11,6 +11,7 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use RlRedis;
 
 my $secret = 'S3cret-pw_only-for-redis';

@@ -14,8 +14,8 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use RlRedis;
 use RlHarness;
+use RlRedis;
 
 my $redis = RlRedis->new;
 my $N = 10;    # the batch

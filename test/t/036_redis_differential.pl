@@ -16,6 +16,7 @@ use Math::BigInt;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use RlRedis;
 
 my $seed = $ENV{RL_SEED} // 20260102;

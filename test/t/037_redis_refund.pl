@@ -17,9 +17,9 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use Time::HiRes qw(time);
 use RlRedis;
-use RlHarness;
 
 my $seed = $ENV{RL_SEED} // 20261130;
 my $ncalls = $ENV{RL_CALLS} // 400;

@@ -23,6 +23,7 @@ use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use Time::HiRes qw(time usleep);
 use RlRedis;
 

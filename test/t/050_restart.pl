@@ -7,8 +7,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 use RlHarness;
+use Time::HiRes qw(usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('restart');
 $node->init;

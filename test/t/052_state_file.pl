@@ -11,6 +11,7 @@ use POSIX qw(mkfifo);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 
 my $node = PostgreSQL::Test::Cluster->new('statefile');
 $node->init;

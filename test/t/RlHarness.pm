@@ -6,7 +6,7 @@ RlHarness - one behaviour for the TAP harness of every supported PostgreSQL
 
 =head1 SYNOPSIS
 
-  use RlHarness;    # in a test that uses background_psql
+  use RlHarness;    # every TAP test of this project loads it
 
 =head1 DESCRIPTION
 
