@@ -18,6 +18,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use RlRedis;
+use RlHarness;
 
 my $redis = RlRedis->new;
 my $node = RlRedis::pg_node('guide', qq{
