@@ -49,10 +49,10 @@ $node->safe_psql('postgres', q{
 	CREATE VIEW tracking AS
 	SELECT coalesce(sum(total_bytes) FILTER (
 			WHERE name IN ('TopTransactionContext', 'ratelimit refunds')
-			   OR parent = 'ratelimit refunds'), 0) AS total,
+			   OR name = 'ratelimit refund targets'), 0) AS total,
 		   coalesce(sum(total_bytes) FILTER (
 			WHERE name = 'ratelimit refunds'
-			   OR parent = 'ratelimit refunds'), 0) AS refunds
+			   OR name = 'ratelimit refund targets'), 0) AS refunds
 	FROM pg_backend_memory_contexts;
 	-- what a policy's keys 0 .. n - 1 have used
 	CREATE FUNCTION used(policy text, n int) RETURNS numeric
