@@ -158,6 +158,7 @@ RlModel::run_conformance(
 	sequences => $nseq,
 	calls     => $ncall,
 	tag       => 'shm',
+	calendar  => 1,
 	$ENV{RL_ALGOS} ? (algos => [ split /,/, $ENV{RL_ALGOS} ]) : ());
 
 # every call was decided by the algorithms, none by ratelimit.fail_mode
