@@ -158,12 +158,13 @@ rl_trigger_init(void)
 static int64
 trigger_time(void)
 {
+	Datum		at;
+
 	if (rl_trigger_at == NULL || rl_trigger_at[0] == '\0')
 		return RL_NO_TIME;
-	return rl_arg_at(DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in,
-															 CStringGetDatum(rl_trigger_at),
-															 ObjectIdGetDatum(InvalidOid),
-															 Int32GetDatum(-1))));
+	at = DirectFunctionCall3(timestamptz_in, CStringGetDatum(rl_trigger_at),
+							 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	return rl_arg_at(DatumGetTimestampTz(at));
 }
 
 /*

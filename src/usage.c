@@ -46,14 +46,15 @@ usage_row(const RlRequest *req, int64 now, bool found, const RlOutcome *out,
 {
 	const RlParams *p = &req->params;
 	int64		remaining = found ? out->remaining : p->limit;
+	int			skip = (int) strlen(req->policy) + 1;	/* "policy\0" */
 	int64		start;
 	int64		end;
 	int			i;
 
 	for (i = 0; i < USAGE_COLUMNS; i++)
 		nulls[i] = false;
-	values[0] = PointerGetDatum(cstring_to_text_with_len(req->key + strlen(req->policy) + 1,
-														 req->keylen - (int) strlen(req->policy) - 1));
+	values[0] = PointerGetDatum(cstring_to_text_with_len(req->key + skip,
+														 req->keylen - skip));
 	values[2] = Int64GetDatum(p->limit);
 	values[3] = Int64GetDatum(remaining);
 	switch (rl_algo(req->algo)->state)

@@ -5,8 +5,8 @@
 # One throwaway server whose store holds 1,100,000 keys; a million keys of
 # a monthly fixed_window policy are filled (one call each), then timed:
 # rl_usage over all of them (the store's scan and a look at each key,
-# three runs), rl_usage of one named key (10,000 calls in one statement),
-# and for comparison rl_keys over the same store.  Prints a Markdown table
+# three runs) and rl_usage of one named key (10,000 calls in one
+# statement).  Prints a Markdown table
 # for test/bench/report.md.  Needs root (it makes its own copy of the
 # installation, as the test command does).
 #
@@ -83,7 +83,6 @@ for _ in 1 2 3; do
 done
 one=$(timed "SELECT count(u.*) FROM generate_series(1, 10000) i,
 	LATERAL rl_usage('monthly', 'tenant:' || i, '2026-03-05 12:00:01+00') u")
-keys=$(timed "SELECT count(*) FROM rl_keys()")
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 
 median=$(printf '%s\n' "${all[@]}" | sort -n | sed -n 2p)
@@ -94,7 +93,6 @@ cat <<EOF
 | rl_usage('monthly') over 1,000,000 keys: runs | $(printf '%.0f ms, ' "${all[@]}" | sed 's/, $//') |
 | rl_usage('monthly') over 1,000,000 keys: median | $(printf '%.0f' "$median") ms ($(awk -v m="$median" 'BEGIN { printf "%.2f", m * 1000 / 1000000 }') us per key) |
 | rl_usage('monthly', key), 10,000 calls in one statement | $(printf '%.0f' "$one") ms ($(awk -v m="$one" 'BEGIN { printf "%.1f", m * 1000 / 10000 }') us per call) |
-| rl_keys() over the same store, for comparison | $(printf '%.0f' "$keys") ms |
 
 Load average (1, 5, 15 min) at the end: $load; $(nproc) cores.
 EOF
