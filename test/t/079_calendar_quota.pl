@@ -123,6 +123,30 @@ SQL
 	like($err, qr/per 1 mon/, "$backend: the refusal names the calendar period");
 	like($err, qr/Retry after 2419200 seconds/,
 		"$backend: and the retry is at the start of March, Paris time");
+
+	# Direct calls in a zone, on the backend: a month in Paris; a call of
+	# February clamped to the key's latest time, in April, counts in April
+	# (on Redis: the period its state recorded, since the bounds sent were
+	# computed around February); a year from January.
+	my $direct = $node->safe_psql('postgres', qq{
+		SET ratelimit.backend = '$backend';
+		SET ratelimit.time_zone = 'Europe/Paris';
+		SELECT r.allowed, r.remaining, r.reset_at, r.retry_after, r.per
+		FROM unnest(ARRAY['2026-02-15 00:00:00+00', '2026-04-15 00:00:00+00',
+			'2026-02-01 00:00:00+00', '2026-04-30 22:00:00+00']::timestamptz[])
+			WITH ORDINALITY AS a(at, i),
+			LATERAL rl_check('direct', 'fixed_window', 1, '1 month', at => a.at) r
+		ORDER BY a.i;
+		SELECT reset_at FROM rl_check('direct_year', 'fixed_window', 5, '1 year',
+			at => '2026-06-01 00:00:00+00');
+	});
+	is($direct, join("\n",
+			't|0|2026-02-28 23:00:00+00|0|1 mon',
+			't|0|2026-04-30 22:00:00+00|0|1 mon',
+			'f|0|2026-04-30 22:00:00+00|1375200|1 mon',
+			't|0|2026-05-31 22:00:00+00|0|1 mon',
+			'2026-12-31 23:00:00+00'),
+		"$backend: direct calls count per month and year in Paris, a clamped call in its latest month");
 	return;
 }
 
