@@ -37,30 +37,29 @@ static char *rl_time_zone = NULL;
 static const pg_tz *rl_time_zone_tz = NULL;
 
 /*
- * ratelimit.time_zone's check: a zone PostgreSQL knows.  The zone is kept
- * in "extra" for the assign hook (pg_tzset's cache keeps it for good).
+ * ratelimit.time_zone's check: a zone PostgreSQL knows.  pg_tzset loads it
+ * into its cache, which keeps it for the life of the process.
  */
 static bool
 time_zone_check(char **newval, void **extra, GucSource source)
 {
-	pg_tz	   *tz = pg_tzset(*newval);
-
-	if (tz == NULL)
+	if (pg_tzset(*newval) == NULL)
 	{
 		GUC_check_errmsg("unknown time zone \"%s\"", *newval);
 		return false;
 	}
-	*extra = malloc(sizeof(pg_tz *));
-	if (*extra == NULL)
-		return false;
-	*(pg_tz **) *extra = tz;
 	return true;
 }
 
+/*
+ * ratelimit.time_zone's assignment: the zone the check loaded, from
+ * pg_tzset's cache (no "extra", which PostgreSQL 16 allocates differently
+ * from 15).
+ */
 static void
 time_zone_assign(const char *newval, void *extra)
 {
-	rl_time_zone_tz = *(pg_tz **) extra;
+	rl_time_zone_tz = pg_tzset(newval);
 }
 
 /* Define ratelimit.time_zone (from _PG_init). */
