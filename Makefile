@@ -27,6 +27,7 @@ OBJS = \
 	src/dispatch.o \
 	src/args.o \
 	src/policy.o \
+	src/override.o \
 	src/functions.o \
 	src/functions_admin.o \
 	src/trigger.o \
@@ -46,11 +47,11 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate guide
+	refund_aggregate override guide
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
-ISOLATION = concurrent_key policy_reload refund_after_reset
+ISOLATION = concurrent_key policy_reload refund_after_reset override_reload
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

@@ -270,3 +270,106 @@ CREATE OR REPLACE FUNCTION rl_reset(key text, algo text DEFAULT NULL, policy tex
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'rl_reset_0_3'
 LANGUAGE C VOLATILE;
+
+-- ---- Per-key overrides and blocks (docs/quotas.md, "Per-key overrides") ----
+
+-- One row per key whose limits differ from its policy's: another limit or
+-- burst (a plan: raised or lowered), a block until a time ('infinity': no
+-- end), or no limit at all.  Sessions read it with the policies, after the
+-- same invalidations: a change applies at the next call once committed,
+-- and a key keeps what it has used.  Deleting or renaming a policy takes
+-- its overrides with it.
+CREATE TABLE rl_override (
+	policy text NOT NULL REFERENCES rl_policy (name)
+		ON UPDATE CASCADE ON DELETE CASCADE,
+	key text NOT NULL,
+	"limit" bigint,				-- NULL: the policy's
+	burst bigint,				-- NULL: the policy's (or the limit, as its)
+	unlimited boolean NOT NULL DEFAULT false,	-- admit, count nothing
+	blocked_until timestamptz,	-- deny until then; NULL: not blocked
+	PRIMARY KEY (policy, key)
+);
+COMMENT ON TABLE rl_override IS 'rate-limit overrides: another limit, a block or no limit for one key under a policy';
+SELECT pg_catalog.pg_extension_config_dump('rl_override', '');
+-- read by every caller, as policies are; written by administrators
+REVOKE ALL ON rl_override FROM PUBLIC;
+GRANT SELECT ON rl_override TO PUBLIC;
+
+-- Refuse an override a call could not use (the same checks as a call's).
+CREATE FUNCTION rl_override_validate() RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_override_validate'
+LANGUAGE C;
+CREATE TRIGGER rl_override_validate BEFORE INSERT OR UPDATE ON rl_override
+	FOR EACH ROW EXECUTE FUNCTION rl_override_validate();
+
+-- Sessions reread overrides with the policies, told as for rl_policy.
+CREATE TRIGGER rl_override_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON rl_override
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_override ENABLE ALWAYS TRIGGER rl_override_changed;
+CREATE TRIGGER rl_override_applied
+	AFTER INSERT OR UPDATE OR DELETE ON rl_override
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_override ENABLE REPLICA TRIGGER rl_override_applied;
+
+-- Block a key under a policy for a time (NULL: until rl_unblock), from
+-- "at" (NULL: now).  Returns the end of the block.  Writes rl_override,
+-- so its caller needs the privileges of whoever manages policies.
+CREATE FUNCTION rl_block(
+	key text,
+	policy text,
+	duration interval DEFAULT NULL,
+	at timestamptz DEFAULT NULL)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	until timestamptz;
+BEGIN
+	IF key IS NULL OR policy IS NULL THEN
+		RAISE EXCEPTION '"key" and "policy" must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF duration IS NOT NULL AND duration <= interval '0' THEN
+		RAISE EXCEPTION '"duration" must be positive'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Pass NULL for a block without an end; rl_unblock lifts a block.';
+	END IF;
+	until := CASE WHEN duration IS NULL THEN timestamptz 'infinity'
+		ELSE coalesce(at, now()) + duration END;
+	INSERT INTO @extschema@.rl_override AS o (policy, key, blocked_until)
+	VALUES (policy, key, until)
+	ON CONFLICT ON CONSTRAINT rl_override_pkey
+	DO UPDATE SET blocked_until = EXCLUDED.blocked_until;
+	RETURN until;
+END
+$$;
+REVOKE ALL ON FUNCTION rl_block(text, text, interval, timestamptz) FROM PUBLIC;
+
+-- Lift a key's block; the row goes when nothing else is left in it.
+-- Returns whether the key had a block (ended or not).
+CREATE FUNCTION rl_unblock(key text, policy text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	found_one boolean;
+BEGIN
+	UPDATE @extschema@.rl_override o SET blocked_until = NULL
+	WHERE o.policy = rl_unblock.policy AND o.key = rl_unblock.key
+		AND o.blocked_until IS NOT NULL;
+	found_one := FOUND;
+	DELETE FROM @extschema@.rl_override o
+	WHERE o.policy = rl_unblock.policy AND o.key = rl_unblock.key
+		AND o."limit" IS NULL AND o.burst IS NULL AND NOT o.unlimited
+		AND o.blocked_until IS NULL;
+	RETURN found_one;
+END
+$$;
+REVOKE ALL ON FUNCTION rl_unblock(text, text) FROM PUBLIC;
+
+-- Sessions that read the policies before rl_override existed read them
+-- again, overrides included, once this update commits.
+UPDATE rl_policy SET name = name WHERE false;

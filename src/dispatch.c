@@ -161,6 +161,46 @@ fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 }
 
 /*
+ * The answer to a request that its key's override decides without an
+ * engine (RL_OVERRIDE_*, set by policy.c): a blocked key is denied until
+ * the block's end, which it reports as the time to retry (a block without
+ * an end: one window, as a closed fail mode does); an unlimited key is
+ * admitted and counts nothing.  Returns false when the request is to be
+ * decided as usual: no such override, or only a block over by the call's
+ * time.
+ */
+static bool
+override_decision(const RlRequest *req, int64 now, RlDecision *d)
+{
+	int64		t = req->at == RL_NO_TIME ? now : req->at;
+
+	if ((req->override & RL_OVERRIDE_BLOCK) && t < req->blocked_until)
+	{
+		d->out.allowed = false;
+		d->out.remaining = 0;
+		if (req->blocked_until == RL_BLOCKED_FOREVER)
+		{
+			d->out.retry_after = (double) req->params.per / 1000000.0;
+			d->out.reset_at = t + req->params.per;
+		}
+		else
+		{
+			d->out.retry_after = (double) (req->blocked_until - t) / 1000000.0;
+			d->out.reset_at = req->blocked_until;
+		}
+		return true;
+	}
+	if (req->override & RL_OVERRIDE_UNLIMITED)
+	{
+		d->out.allowed = true;
+		d->out.remaining = rl_algo_capacity(req->algo, &req->params);
+		d->out.reset_at = t;
+		return true;
+	}
+	return false;
+}
+
+/*
  * Decide in the shared-memory store; when it has no room for the key,
  * the request's fail_mode decides ("local" counts as "open" there).
  */
@@ -267,7 +307,10 @@ rl_decide(const RlRequest *req, RlDecision *d)
 	dispatch_enter();
 	now = rl_clock_now();
 	decision_init(d);
-	if (likely(backend == RL_BACKEND_LOCAL))
+	if (unlikely(req->override != 0) &&
+		override_decision(req, now, d))
+		 /* answered by the key's override */ ;
+	else if (likely(backend == RL_BACKEND_LOCAL))
 		local_decide(req, now, d);
 	else
 		remote_decide(req, now, backend, rl_request_fail_mode(req), d);
@@ -471,6 +514,66 @@ backend_name(int backend)
 	return "?";
 }
 
+/* Decide n requests all or nothing with the engines of their backend. */
+static inline bool
+engine_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
+				  RlDecision *ds)
+{
+	if (backend == RL_BACKEND_LOCAL)
+		return local_decide_all(reqs, n, now, ds);
+	return remote_decide_all(reqs, n, now, backend == RL_BACKEND_HYBRID, ds);
+}
+
+/*
+ * Decide n requests all or nothing when some keys have an override that
+ * answers without an engine (override_decision): those are answered here,
+ * the others decided by the engines all or nothing among themselves.  If
+ * a block denies (and its policy is no shadow), the others are only
+ * looked at (cost 0, anything it took given back), as the rows of a check
+ * that did not admit report.  Returns whether all admitted.
+ */
+static bool
+override_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
+					RlDecision *ds)
+{
+	RlRequest	sub[RL_MAX_MULTI];
+	RlDecision	subd[RL_MAX_MULTI];
+	int			subidx[RL_MAX_MULTI];
+	int			nsub = 0;
+	bool		blocked = false;
+	bool		all = true;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (reqs[i].override != 0 &&
+			override_decision(&reqs[i], now, &ds[i]))
+		{
+			if (!ds[i].out.allowed && !reqs[i].shadow)
+				blocked = true;
+			continue;
+		}
+		subidx[nsub] = i;
+		sub[nsub++] = reqs[i];
+	}
+	if (nsub == 0)
+		return !blocked;
+	for (i = 0; i < nsub; i++)
+	{
+		decision_init(&subd[i]);
+		if (blocked)
+			sub[i].params.cost = 0;
+	}
+	all = engine_decide_all(sub, nsub, now, backend, subd);
+	for (i = 0; i < nsub; i++)
+	{
+		if (blocked)
+			rl_give_back(&sub[i], &subd[i]);
+		ds[subidx[i]] = subd[i];
+	}
+	return all && !blocked;
+}
+
 /*
  * Decide n requests all or nothing, on the backend they share (their
  * policies' or the setting's): the local store, or Redis.  Returns whether
@@ -497,10 +600,13 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 
 	dispatch_enter();
 	now = rl_clock_now();
-	if (backend == RL_BACKEND_LOCAL)
-		all = local_decide_all(reqs, n, now, ds);
+	for (i = 0; i < n; i++)
+		if (unlikely(reqs[i].override != 0))
+			break;
+	if (i < n)
+		all = override_decide_all(reqs, n, now, backend, ds);
 	else
-		all = remote_decide_all(reqs, n, now, backend == RL_BACKEND_HYBRID, ds);
+		all = engine_decide_all(reqs, n, now, backend, ds);
 	for (i = 0; i < n; i++)
 	{
 		apply_shadow(&reqs[i], &ds[i]);

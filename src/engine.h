@@ -48,6 +48,19 @@
 /* a request's backend or fail_mode not set by its policy: use the setting */
 #define RL_SETTING			(-1)
 
+/*
+ * What a key's override (rl_override, policy.c) says besides its limit and
+ * burst, as flags of RlRequest.override: deny while a block lasts, admit
+ * without counting.  The dispatcher answers these itself, before any
+ * engine; a block over by the call's time leaves the key unlimited if it
+ * is, decided as usual if not.
+ */
+#define RL_OVERRIDE_BLOCK		0x01	/* denied before blocked_until */
+#define RL_OVERRIDE_UNLIMITED	0x02	/* admitted, nothing counted */
+
+/* blocked_until of a block without an end */
+#define RL_BLOCKED_FOREVER	PG_INT64_MAX
+
 /* One rate-limit request, checked. */
 typedef struct RlRequest
 {
@@ -63,6 +76,9 @@ typedef struct RlRequest
 	bool		track;			/* give back what it consumed if its
 								 * (sub)transaction aborts (refund.c) */
 	const char *policy;			/* the policy's name, or NULL */
+	uint8		override;		/* RL_OVERRIDE_* of the key's override */
+	int64		blocked_until;	/* RL_OVERRIDE_BLOCK: Unix us, or
+								 * RL_BLOCKED_FOREVER */
 } RlRequest;
 
 static inline void

@@ -22,7 +22,17 @@
  * relcache entry of the table), so a later version that adds, drops or
  * reorders columns of rl_policy moves nothing here.
  *
- * No shared state: the cache is backend-local, in CacheMemoryContext.
+ * Per-key overrides (the rows of rl_override: another limit or burst for
+ * one key, a block, an unlimited key) are read with the policies, by the
+ * same invalidations (rl_override has the same triggers), into a hash
+ * table per policy (RlPolicy.overrides, NULL for a policy without any): a
+ * call costs one lookup more only under a policy that has overrides, and
+ * never a table lookup.  An override changes the request's parameters,
+ * not its stored key, so a key keeps what it used when its override
+ * changes.
+ *
+ * No shared state: the cache is backend-local, in a context under
+ * CacheMemoryContext.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +45,7 @@
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -51,6 +62,7 @@
 #include "args.h"
 #include "compat.h"
 #include "dispatch.h"
+#include "override.h"
 #include "policy.h"
 #include "stats.h"
 
@@ -92,9 +104,11 @@ typedef struct RlPolicyAttnos
 	AttrNumber	attno[PCOL_COUNT];
 } RlPolicyAttnos;
 
+static MemoryContext policy_context = NULL;	/* the cache and overrides */
 static HTAB *policy_cache = NULL;
 static bool policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
+static Oid	override_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
 static bool callback_registered = false;
 
@@ -104,12 +118,14 @@ static RlPolicyAttnos validate_attnos;
 
 PG_FUNCTION_INFO_V1(rl_policy_validate);
 PG_FUNCTION_INFO_V1(rl_policy_changed);
+PG_FUNCTION_INFO_V1(rl_override_validate);
 
 /* relcache callback: the policy table (or everything) changed */
 static void
 policy_inval(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == policy_relid)
+	if (relid == InvalidOid || relid == policy_relid ||
+		(OidIsValid(override_relid) && relid == override_relid))
 	{
 		policy_cache_valid = false;
 		policy_changes++;
@@ -275,6 +291,8 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 								   nulls[PCOL_FAIL_MODE], "fail_mode",
 								   rl_fail_mode_options);
 	pol->shadow = DatumGetBool(values[PCOL_SHADOW]);
+	pol->burst_given = !nulls[PCOL_BURST];
+	pol->overrides = NULL;
 }
 
 /* The schema the extension is installed in, or InvalidOid. */
@@ -296,6 +314,60 @@ extension_schema(void)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return nsp;
+}
+
+/* The cached policy named by a text, or NULL (for override_load). */
+static RlPolicy *
+policy_by_text(text *name)
+{
+	char		key[NAMEDATALEN];
+	int			len = VARSIZE_ANY_EXHDR(name);
+
+	if (len >= NAMEDATALEN)
+		return NULL;
+	memset(key, 0, NAMEDATALEN);
+	memcpy(key, VARDATA_ANY(name), len);
+	return hash_search(policy_cache, key, HASH_FIND, NULL);
+}
+
+/*
+ * Read rl_override into the cache's policies (SPI connected, the policies
+ * loaded), in its latest committed state as the policies are read.
+ */
+static void
+override_load(Oid nsp)
+{
+	StringInfoData query;
+	SPIPlanPtr	plan;
+	uint64		i;
+
+	initStringInfo(&query);
+	appendStringInfo(&query, "SELECT %s FROM %s.rl_override",
+					 rl_override_columns,
+					 quote_identifier(get_namespace_name(nsp)));
+	plan = SPI_prepare(query.data, 0, NULL);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read table \"rl_override\"");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[OCOL_COUNT];
+		bool		nulls[OCOL_COUNT];
+		RlPolicy   *pol;
+		int			c;
+
+		for (c = 0; c < OCOL_COUNT; c++)
+			values[c] = heap_getattr(SPI_tuptable->vals[i], c + 1,
+									 SPI_tuptable->tupdesc, &nulls[c]);
+		if (nulls[OCOL_POLICY] || nulls[OCOL_KEY])
+			continue;
+		pol = policy_by_text(DatumGetTextPP(values[OCOL_POLICY]));
+		if (pol != NULL)
+			rl_override_put(&pol->overrides, policy_context, pol->algo,
+							values, nulls);
+	}
+	pfree(query.data);
 }
 
 /*
@@ -321,12 +393,18 @@ policy_reload(void)
 				 errmsg("table \"rl_policy\" of extension \"ratelimit\" does not exist in this database"),
 				 errhint("Run CREATE EXTENSION ratelimit, or ALTER EXTENSION ratelimit UPDATE.")));
 
+	override_relid = get_relname_relid("rl_override", nsp);
+
 	policy_watch();
-	if (policy_cache != NULL)
-		hash_destroy(policy_cache);
+	if (policy_context != NULL)
+		MemoryContextDelete(policy_context);
+	policy_cache = NULL;
+	policy_context = AllocSetContextCreate(CacheMemoryContext,
+										   "ratelimit policies",
+										   ALLOCSET_SMALL_SIZES);
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(RlPolicy);
-	ctl.hcxt = CacheMemoryContext;
+	ctl.hcxt = policy_context;
 	policy_cache = hash_create("ratelimit policies", 64, &ctl,
 							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	policy_cache_valid = true;
@@ -357,6 +435,8 @@ policy_reload(void)
 		entry = hash_search(policy_cache, pol.name, HASH_ENTER, NULL);
 		*entry = pol;
 	}
+	if (OidIsValid(override_relid))
+		override_load(nsp);
 	SPI_finish();
 	pfree(query.data);
 }
@@ -519,6 +599,8 @@ rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;
 	req->policy = stored;		/* the stored key starts with it */
+	if (unlikely(pol->overrides != NULL))
+		rl_override_apply(pol->overrides, pol->burst_given, bytes, len, req);
 }
 
 /*
@@ -577,6 +659,103 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 	}
 	policy_from_row(tuple, RelationGetDescr(trigdata->tg_relation),
 					&validate_attnos, &pol);
+	return PointerGetDatum(tuple);
+}
+
+/* A column of a row of rl_override, by name. */
+static Datum
+override_column(HeapTuple tuple, TupleDesc desc, const char *name,
+				bool *isnull)
+{
+	int			attno = SPI_fnumber(desc, name);
+
+	if (attno <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"rl_override\" has no column \"%s\"", name),
+				 errhint("Run ALTER EXTENSION ratelimit UPDATE, or recreate the extension.")));
+	return heap_getattr(tuple, attno, desc, isnull);
+}
+
+/*
+ * BEFORE INSERT OR UPDATE row trigger on rl_override: refuse an override
+ * a call could not use, with the errors of a call's arguments.  Its policy
+ * must exist (42704; read as the transaction sees it, so that a policy and
+ * its overrides can be written together), its key fit, its limit and
+ * burst be positive, its burst apply to the policy's algorithm, and the
+ * policy's cost fit in the capacity it leaves.
+ */
+Datum
+rl_override_validate(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	HeapTuple	tuple;
+	Datum		policy;
+	Datum		key;
+	Datum		limit;
+	Datum		burst;
+	bool		policy_null;
+	bool		key_null;
+	bool		limit_null;
+	bool		burst_null;
+	Oid			argtype = TEXTOID;
+	StringInfoData query;
+	RlPolicyAttnos cols;
+	RlPolicy	pol;
+	RlParams	params;
+	const char *bytes;
+	int			len;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		elog(ERROR, "rl_override_validate must be called as a row trigger");
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	desc = RelationGetDescr(trigdata->tg_relation);
+	policy = override_column(tuple, desc, "policy", &policy_null);
+	key = override_column(tuple, desc, "key", &key_null);
+	limit = override_column(tuple, desc, "limit", &limit_null);
+	burst = override_column(tuple, desc, "burst", &burst_null);
+	if (policy_null || key_null)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"policy\" and \"key\" of an override must not be null")));
+	rl_arg_key(DatumGetTextPP(key), &bytes, &len);
+
+	initStringInfo(&query);
+	appendStringInfo(&query, "SELECT * FROM %s.rl_policy WHERE name = $1",
+					 quote_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation))));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(query.data, 1, &argtype, &policy, NULL, false,
+							  1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read table \"rl_policy\"");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("rate-limit policy \"%s\" does not exist",
+						TextDatumGetCString(policy)),
+				 errhint("An override names a policy of table rl_policy.")));
+	policy_attnos(SPI_tuptable->tupdesc, &cols);
+	policy_from_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &cols, &pol);
+	SPI_finish();
+
+	params = pol.params;
+	if (!limit_null)
+	{
+		params.limit = DatumGetInt64(limit);
+		rl_arg_positive(params.limit, "limit");
+		if (!pol.burst_given)
+			params.burst = params.limit;
+	}
+	if (!burst_null)
+	{
+		params.burst = DatumGetInt64(burst);
+		rl_params_check(pol.algo, &params, true);
+	}
+	else
+		rl_cost_check(pol.algo, &params);
 	return PointerGetDatum(tuple);
 }
 

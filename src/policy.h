@@ -9,6 +9,7 @@
 #define RL_POLICY_H
 
 #include "fmgr.h"
+#include "utils/hsearch.h"
 
 #include "engine.h"
 
@@ -20,6 +21,9 @@ typedef struct RlPolicy
 	int			backend;		/* RlBackend, or RL_SETTING */
 	int			fail_mode;		/* RlFailMode, or RL_SETTING */
 	bool		shadow;
+	bool		burst_given;	/* params.burst is the policy's own */
+	HTAB	   *overrides;		/* its keys' overrides (RlOverride), or
+								 * NULL when it has none */
 } RlPolicy;
 
 extern void rl_policy_init(void);
