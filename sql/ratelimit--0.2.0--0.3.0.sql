@@ -373,3 +373,9 @@ REVOKE ALL ON FUNCTION rl_unblock(text, text) FROM PUBLIC;
 -- Sessions that read the policies before rl_override existed read them
 -- again, overrides included, once this update commits.
 UPDATE rl_policy SET name = name WHERE false;
+
+-- ---- Penalty box: a policy's block after a denial (docs/quotas.md) ----
+
+-- After a call under the policy is denied, its key is denied for this
+-- long (retry_after says until when); NULL: no penalty box.
+ALTER TABLE rl_policy ADD COLUMN block_duration interval;

@@ -95,6 +95,29 @@ rl_arg_per(const Interval *per)
 }
 
 /*
+ * A duration other than a window (a policy's block_duration) in
+ * microseconds: positive, no months, at most 100 years, as a window.
+ */
+int64
+rl_arg_duration(const Interval *iv, const char *name)
+{
+	int128		us;
+
+	if (iv->month != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" must not contain months or years", name),
+				 errdetail("A month has no fixed length.")));
+	us = (int128) iv->day * USECS_PER_DAY + iv->time;
+	if (us <= 0 || us > RL_MAX_PER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" must be greater than zero and at most 36525 days",
+						name)));
+	return (int64) us;
+}
+
+/*
  * A window in microseconds as an interval, for results and messages: all of
  * it in the time field, as rl_arg_per counts a day as 24 hours.
  */

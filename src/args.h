@@ -20,6 +20,7 @@ extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 extern RlAlgo rl_arg_algo(text *name);
 extern void rl_arg_key(text *key, const char **bytes, int *len);
 extern int64 rl_arg_per(const Interval *per);
+extern int64 rl_arg_duration(const Interval *iv, const char *name);
 extern Interval *rl_per_interval(int64 per);
 extern int64 rl_arg_at(TimestampTz at);
 extern void rl_arg_positive(int64 value, const char *name);

@@ -39,8 +39,11 @@
 /* keys longer than this are refused (SQLSTATE 22001) */
 #define RL_MAX_KEY_LEN		4096
 
-/* longest key an engine holds: a policy's name, a NUL and a key */
-#define RL_MAX_STORED_KEY	(NAMEDATALEN + RL_MAX_KEY_LEN)
+/*
+ * longest key an engine holds: a policy's name, a NUL and a key, or the
+ * key's penalty box (dispatch.c): a policy's name, two NULs and a key
+ */
+#define RL_MAX_STORED_KEY	(NAMEDATALEN + 1 + RL_MAX_KEY_LEN)
 
 /* most keys one all-or-nothing call may cover (each may lock a partition) */
 #define RL_MAX_MULTI		32
@@ -79,6 +82,8 @@ typedef struct RlRequest
 	uint8		override;		/* RL_OVERRIDE_* of the key's override */
 	int64		blocked_until;	/* RL_OVERRIDE_BLOCK: Unix us, or
 								 * RL_BLOCKED_FOREVER */
+	int64		block_duration; /* a policy's penalty box: after a denial,
+								 * deny for this long (us); 0: none */
 } RlRequest;
 
 static inline void

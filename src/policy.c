@@ -78,6 +78,7 @@ typedef enum RlPolicyColumn
 	PCOL_BACKEND,
 	PCOL_FAIL_MODE,
 	PCOL_SHADOW,
+	PCOL_BLOCK_DURATION,
 	PCOL_COUNT
 } RlPolicyColumn;
 
@@ -85,6 +86,7 @@ static const struct
 {
 	const char *name;
 	Oid			type;
+	bool		optional;		/* added by an update: NULL where missing */
 }			policy_columns[PCOL_COUNT] =
 {
 	[PCOL_NAME] = {"name", TEXTOID},
@@ -96,6 +98,7 @@ static const struct
 	[PCOL_BACKEND] = {"backend", TEXTOID},
 	[PCOL_FAIL_MODE] = {"fail_mode", TEXTOID},
 	[PCOL_SHADOW] = {"shadow", BOOLOID},
+	[PCOL_BLOCK_DURATION] = {"block_duration", INTERVALOID, true},
 };
 
 /* where each column is in a descriptor of the table (or of a query) */
@@ -178,7 +181,7 @@ policy_attnos(TupleDesc desc, RlPolicyAttnos *cols)
 				break;
 			}
 		}
-		if (cols->attno[c] == InvalidAttrNumber)
+		if (cols->attno[c] == InvalidAttrNumber && !policy_columns[c].optional)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("table \"rl_policy\" has no column \"%s\"",
@@ -254,7 +257,12 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 	int			c;
 
 	for (c = 0; c < PCOL_COUNT; c++)
-		values[c] = heap_getattr(tuple, cols->attno[c], desc, &nulls[c]);
+	{
+		values[c] = (Datum) 0;
+		nulls[c] = true;
+		if (cols->attno[c] != InvalidAttrNumber)
+			values[c] = heap_getattr(tuple, cols->attno[c], desc, &nulls[c]);
+	}
 
 	if (nulls[PCOL_NAME])
 		ereport(ERROR,
@@ -292,6 +300,9 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 								   rl_fail_mode_options);
 	pol->shadow = DatumGetBool(values[PCOL_SHADOW]);
 	pol->burst_given = !nulls[PCOL_BURST];
+	pol->block_duration = nulls[PCOL_BLOCK_DURATION] ? 0 :
+		rl_arg_duration(DatumGetIntervalP(values[PCOL_BLOCK_DURATION]),
+						"block_duration");
 	pol->overrides = NULL;
 }
 
@@ -599,6 +610,7 @@ rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;
 	req->policy = stored;		/* the stored key starts with it */
+	req->block_duration = pol->block_duration;
 	if (unlikely(pol->overrides != NULL))
 		rl_override_apply(pol->overrides, pol->burst_given, bytes, len, req);
 }

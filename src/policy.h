@@ -22,6 +22,7 @@ typedef struct RlPolicy
 	int			fail_mode;		/* RlFailMode, or RL_SETTING */
 	bool		shadow;
 	bool		burst_given;	/* params.burst is the policy's own */
+	int64		block_duration; /* its penalty box (us), or 0 */
 	HTAB	   *overrides;		/* its keys' overrides (RlOverride), or
 								 * NULL when it has none */
 } RlPolicy;
