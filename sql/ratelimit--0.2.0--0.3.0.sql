@@ -379,3 +379,21 @@ UPDATE rl_policy SET name = name WHERE false;
 -- After a call under the policy is denied, its key is denied for this
 -- long (retry_after says until when); NULL: no penalty box.
 ALTER TABLE rl_policy ADD COLUMN block_duration interval;
+
+-- ---- Charges after the fact: rl_adjust (docs/quotas.md) ----
+
+-- Charge delta units to a key under a policy once the real cost is known
+-- (past the limit if so: later calls are denied until it recovers), or
+-- give -delta units back; outside of transaction rollback.  Returns a
+-- look (cost 0) at the key's state after it.  Revoked from PUBLIC: a
+-- give-back lifts a key's limit, as rl_reset does; grant it to the roles
+-- that settle costs.
+CREATE FUNCTION rl_adjust(
+	key text,
+	policy text,
+	delta bigint,
+	at timestamptz DEFAULT NULL)
+RETURNS rl_decision
+AS 'MODULE_PATHNAME', 'rl_adjust'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION rl_adjust(text, text, bigint, timestamptz) FROM PUBLIC;

@@ -176,8 +176,8 @@ fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
  * decided as usual: no such override, or only a block over by the call's
  * time.
  */
-static bool
-override_decision(const RlRequest *req, int64 now, RlDecision *d)
+bool
+rl_override_decision(const RlRequest *req, int64 now, RlDecision *d)
 {
 	int64		t = req->at == RL_NO_TIME ? now : req->at;
 
@@ -233,8 +233,8 @@ hybrid_scale(int64 n)
 }
 
 /* The request hybrid's local pre-check decides. */
-static RlRequest
-hybrid_precheck(const RlRequest *req)
+RlRequest
+rl_hybrid_precheck(const RlRequest *req)
 {
 	RlRequest	pre = *req;
 
@@ -264,7 +264,7 @@ remote_decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 	redis->validate(req);
 	if (backend == RL_BACKEND_HYBRID)
 	{
-		RlRequest	pre = hybrid_precheck(req);
+		RlRequest	pre = rl_hybrid_precheck(req);
 
 		local_decide(&pre, now, d);
 		if (!d->out.allowed)
@@ -421,7 +421,7 @@ rl_decide(const RlRequest *req, RlDecision *d)
 		penalty_look(req, now, backend, &boxed))
 		req = &boxed;
 	if (unlikely(req->override != 0) &&
-		override_decision(req, now, d))
+		rl_override_decision(req, now, d))
 		 /* answered by the key's override or penalty box */ ;
 	else
 	{
@@ -576,7 +576,7 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 	for (i = 0; i < n; i++)
 	{
 		redis->validate(&reqs[i]);
-		pre[i] = hybrid_precheck(&reqs[i]);
+		pre[i] = rl_hybrid_precheck(&reqs[i]);
 	}
 	if (hybrid && !local_decide_all(pre, n, now, ds))
 		return false;
@@ -663,7 +663,7 @@ override_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
 	for (i = 0; i < n; i++)
 	{
 		if (reqs[i].override != 0 &&
-			override_decision(&reqs[i], now, &ds[i]))
+			rl_override_decision(&reqs[i], now, &ds[i]))
 		{
 			if (!ds[i].out.allowed && !reqs[i].shadow)
 				blocked = true;

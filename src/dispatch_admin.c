@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * dispatch_admin.c
- *		The dispatcher's doors for administration and observation: resets,
- *		the engines' figures, the store's keys and owners.  Decisions are
- *		in dispatch.c.
+ *		The dispatcher's doors beside decisions (dispatch.c): charges after
+ *		the fact (rl_adjust), resets, the engines' figures, the store's
+ *		keys and owners.
  *
  * No shared state of its own.
  *
@@ -13,6 +13,52 @@
 
 #include "dispatch.h"
 #include "store.h"
+
+/*
+ * Charge units to a key after the fact (req->params.cost above zero), or
+ * give them back (below zero): rl_adjust, outside of any transaction's
+ * rollback (nothing is tracked).  d reports a look (cost 0) at the key's
+ * state after it.  On the Redis backend the charge goes to Redis, in
+ * hybrid mode to the store's pre-check too.  An unlimited key's override
+ * leaves its state alone (a block does not: the units were used).  A
+ * charge no engine could record is an ERROR: unlike a decision's, no
+ * fail mode can stand in for it.
+ */
+void
+rl_adjust_key(const RlRequest *req, RlDecision *d)
+{
+	int			backend = rl_request_backend(req);
+	int64		now;
+
+	rl_dispatch_enter();
+	now = rl_clock_now();
+	memset(d, 0, sizeof(*d));
+	if ((req->override & RL_OVERRIDE_UNLIMITED) &&
+		rl_override_decision(req, now, d) && d->out.allowed)
+		return;
+	if (backend != RL_BACKEND_REDIS)
+	{
+		RlRequest	local = backend == RL_BACKEND_HYBRID ?
+			rl_hybrid_precheck(req) : *req;
+
+		if (rl_engine(RL_ENGINE_STORE)->charge(&local, now, &d->out) != RL_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the rate-limit store has no room for the key to charge"),
+					 errhint("Raise \"ratelimit.max_keys\" or \"ratelimit.pool_size\", or retry once idle keys are reclaimed.")));
+	}
+	if (backend != RL_BACKEND_LOCAL)
+	{
+		const RlEngine *redis = rl_engine(RL_ENGINE_REDIS);
+
+		redis->validate(req);
+		if (redis->charge(req, now, &d->out) != RL_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONNECTION_FAILURE),
+					 errmsg("could not charge the key in Redis"),
+					 errdetail("Redis could not be reached in time, or the circuit breaker is open; nothing was charged there.")));
+	}
+}
 
 /* Drop one stored key's state, in the store and in Redis if req uses it. */
 static int64

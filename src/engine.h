@@ -237,6 +237,16 @@ typedef struct RlEngine
 							   RlReceipt *receipts, RlStatus *statuses);
 
 	/*
+	 * Charge req->params.cost units after the fact (rl_adjust), whatever
+	 * the state holds (past the limit if so), or give them back when it is
+	 * below zero: the algorithm table's charge.  Not a decision: no
+	 * receipt, nothing to refund.  Fills *out with a look (cost 0) at the
+	 * state after, at the call's time.  RL_NO_ROOM or RL_UNAVAILABLE:
+	 * nothing recorded, *out undefined.
+	 */
+	RlStatus	(*charge) (const RlRequest *req, int64 now, RlOutcome *out);
+
+	/*
 	 * What a call of cost 0 would report now, changing nothing, not even the
 	 * key's latest time.  False if the key has no state.  NULL: the engine
 	 * cannot look without writing (Redis).

@@ -62,6 +62,7 @@ PG_FUNCTION_INFO_V1(rl_allow_all);
 PG_FUNCTION_INFO_V1(rl_check_all);
 PG_FUNCTION_INFO_V1(rl_wait);
 PG_FUNCTION_INFO_V1(rl_wait_policy);
+PG_FUNCTION_INFO_V1(rl_adjust);
 
 /*
  * Build the request from the arguments of rl_allow / rl_check / rl_wait,
@@ -328,6 +329,29 @@ rl_check_policy(PG_FUNCTION_ARGS)
 
 	rl_policy_args(fcinfo, PARG_KEY, PARG_POLICY, PARG_AT, PARG_COST, &req);
 	decide_direct(&req, &d);
+	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
+}
+
+/*
+ * rl_adjust(key, policy, delta, at) returns rl_decision: charge delta
+ * units to the key under the policy after the fact (past its limit if
+ * so), or give -delta back; reports a look at its state after.
+ */
+Datum
+rl_adjust(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+	RlDecision	d;
+
+	rl_arg_not_null(fcinfo, 2, "delta");
+	rl_policy_args(fcinfo, 0, 1, 3, NO_ARG, &req);
+	req.params.cost = PG_GETARG_INT64(2);
+	if (req.params.cost == PG_INT64_MIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("\"delta\" is out of range"),
+				 errdetail("A give-back is at most 9223372036854775807 units.")));
+	rl_adjust_key(&req, &d);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
 

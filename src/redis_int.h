@@ -173,6 +173,7 @@ typedef enum RlScript
 {
 	RL_SCRIPT_DECIDE,
 	RL_SCRIPT_REFUND,
+	RL_SCRIPT_CHARGE,			/* rl_adjust: the charge, then a look */
 	RL_NUM_SCRIPTS
 } RlScript;
 
@@ -188,7 +189,8 @@ typedef struct RlScriptArgs
 	char		num[6][24];		/* at, limit, per, cost, burst, and for a
 								 * refund the incarnation */
 	const char *argv[7];		/* at ... burst, the TTL slack, and for a
-								 * refund the incarnation */
+								 * refund the incarnation (a charge: its
+								 * direction) */
 	size_t		len[7];
 	int			argc;			/* 6, 7 for a refund */
 } RlScriptArgs;
