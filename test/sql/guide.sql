@@ -124,6 +124,22 @@ FROM tenants, LATERAL rl_check('tenant:' || id, 'exports_' || plan,
 ORDER BY id;
 -- 1 | free | t |   9
 -- 2 | pro  | t | 999
+-- guide: Costs known afterwards
+INSERT INTO rl_policy (name, algo, "limit", per)
+VALUES ('llm_tokens', 'token_bucket', 100000, '1 day');
+
+-- reserve an estimate before the call, settle to the actual after it
+SELECT allowed, remaining FROM rl_check('tenant:42', 'llm_tokens', cost => 4000,
+                                        at => '2026-03-02 09:00:00+00');
+-- t | 96000
+SELECT remaining FROM rl_adjust('tenant:42', 'llm_tokens', 3100 - 4000,
+                                at => '2026-03-02 09:00:00+00');
+-- 96900
+
+-- a batch job reports 120,000 tokens: the tenant owes 23,100 and waits
+SELECT allowed, remaining, round(retry_after) AS retry_after
+FROM rl_adjust('tenant:42', 'llm_tokens', 120000, at => '2026-03-02 09:00:00+00');
+-- f | 0 | 19958
 -- guide: Choosing an algorithm
 SELECT algo, count(*) FILTER (WHERE r.allowed) AS admitted
 FROM unnest(ARRAY['fixed_window', 'sliding_window_log']) AS algo,
