@@ -368,8 +368,9 @@ penalty_look(const RlRequest *req, int64 now, int backend, RlRequest *boxed)
 }
 
 /*
- * After the engines denied req (d), put its key into the penalty box from
- * the call's time, and report the box's end if it comes later than the
+ * If the engines denied req (d) a call that would have consumed (a look
+ * of cost 0 is no attempt), put its key into the penalty box from the
+ * call's time, and report the box's end if it comes later than the
  * denial's own.
  */
 static void
@@ -380,6 +381,8 @@ penalty_start(const RlRequest *req, int64 now, int backend, RlDecision *d)
 	RlDecision	bd;
 	int64		t = req->at == RL_NO_TIME ? now : req->at;
 
+	if (d->out.allowed || d->failed || req->params.cost == 0)
+		return;
 	rl_penalty_request(req, 1, buf, &box);
 	decision_init(&bd);
 	engine_decide(&box, now, backend, &bd);
@@ -392,12 +395,16 @@ penalty_start(const RlRequest *req, int64 now, int backend, RlDecision *d)
 	}
 }
 
-/* Was the request answered by a block (of its override or penalty box)? */
+/*
+ * Is the request answered without an engine (rl_override_decision): by a
+ * block in force (of its override or penalty box), or as unlimited?
+ */
 static inline bool
-blocked_at(const RlRequest *req, int64 now)
+answered_at(const RlRequest *req, int64 now)
 {
-	return (req->override & RL_OVERRIDE_BLOCK) &&
-		(req->at == RL_NO_TIME ? now : req->at) < req->blocked_until;
+	return ((req->override & RL_OVERRIDE_BLOCK) &&
+			(req->at == RL_NO_TIME ? now : req->at) < req->blocked_until) ||
+		(req->override & RL_OVERRIDE_UNLIMITED);
 }
 
 /*
@@ -417,17 +424,19 @@ rl_decide(const RlRequest *req, RlDecision *d)
 	dispatch_enter();
 	now = rl_clock_now();
 	decision_init(d);
-	if (unlikely(req->block_duration > 0) &&
-		penalty_look(req, now, backend, &boxed))
-		req = &boxed;
 	if (unlikely(req->override != 0) &&
 		rl_override_decision(req, now, d))
-		 /* answered by the key's override or penalty box */ ;
+		 /* answered by the key's override */ ;
+	else if (unlikely(req->block_duration > 0) &&
+			 penalty_look(req, now, backend, &boxed))
+	{
+		req = &boxed;
+		(void) rl_override_decision(req, now, d);
+	}
 	else
 	{
 		engine_decide(req, now, backend, d);
-		if (unlikely(req->block_duration > 0) && !d->out.allowed &&
-			!d->failed)
+		if (unlikely(req->block_duration > 0))
 			penalty_start(req, now, backend, d);
 	}
 	apply_shadow(req, d);
@@ -705,12 +714,11 @@ boxed_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
 
 	memcpy(boxed, reqs, sizeof(RlRequest) * n);
 	for (i = 0; i < n; i++)
-		if (reqs[i].block_duration > 0)
+		if (reqs[i].block_duration > 0 && !answered_at(&reqs[i], now))
 			(void) penalty_look(&reqs[i], now, backend, &boxed[i]);
 	all = override_decide_all(boxed, n, now, backend, ds);
 	for (i = 0; i < n; i++)
-		if (boxed[i].block_duration > 0 && !ds[i].out.allowed &&
-			!ds[i].failed && !blocked_at(&boxed[i], now))
+		if (boxed[i].block_duration > 0 && !answered_at(&boxed[i], now))
 			penalty_start(&boxed[i], now, backend, &ds[i]);
 	return all;
 }

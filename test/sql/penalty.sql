@@ -18,6 +18,11 @@ SELECT allowed, remaining FROM c2('k', 'pb', 603000000);
 SELECT allowed, retry_after FROM c2('k', 'pb', 604000000);
 SELECT allowed, retry_after FROM c2('k', 'pb', 605000000);
 SELECT allowed FROM c2('k', 'pb', 1204000000);
+-- a look (cost 0) past the limit is no attempt: it boxes nothing; nor
+-- does a charge after the fact
+SELECT allowed, remaining FROM rl_adjust('over', 'pb', 5, t(0));
+SELECT allowed, remaining FROM c2('over', 'pb', 1000000, cost => 0);
+SELECT allowed, remaining FROM c2('over', 'pb', 60000000);
 -- all or nothing: a key in its box refuses the whole, the other is only
 -- looked at; a key the engines deny goes into its box
 SELECT rl_allow('a', 'pb', at => t(0)), rl_allow('a', 'pb', at => t(0)), rl_allow('a', 'pb', at => t(0));
