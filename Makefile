@@ -29,6 +29,8 @@ OBJS = \
 	src/args.o \
 	src/policy.o \
 	src/override.o \
+	src/policy_request.o \
+	src/policy_limit.o \
 	src/functions.o \
 	src/functions_admin.o \
 	src/trigger.o \
@@ -48,7 +50,7 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate override penalty adjust guide
+	refund_aggregate override penalty adjust policy_limits guide
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

@@ -397,3 +397,40 @@ RETURNS rl_decision
 AS 'MODULE_PATHNAME', 'rl_adjust'
 LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION rl_adjust(text, text, bigint, timestamptz) FROM PUBLIC;
+
+-- ---- Several limits in one policy (docs/quotas.md) ----
+
+-- A policy's limits besides the one of its row in rl_policy: a call under
+-- the policy is admitted only if every limit admits, all or nothing, and
+-- reports the binding limit.  A row per limit, named within its policy;
+-- the policy's cost, backend, fail mode, shadow, penalty box and a key's
+-- block or unlimited override apply to all of them.
+CREATE TABLE rl_policy_limit (
+	policy text NOT NULL REFERENCES rl_policy (name)
+		ON UPDATE CASCADE ON DELETE CASCADE,
+	name text NOT NULL,
+	algo text NOT NULL,
+	"limit" bigint NOT NULL,
+	per interval NOT NULL DEFAULT '1 second',
+	burst bigint,
+	PRIMARY KEY (policy, name)
+);
+COMMENT ON TABLE rl_policy_limit IS 'rate-limit policies'' further limits: a call is admitted only if each admits';
+SELECT pg_catalog.pg_extension_config_dump('rl_policy_limit', '');
+REVOKE ALL ON rl_policy_limit FROM PUBLIC;
+GRANT SELECT ON rl_policy_limit TO PUBLIC;
+
+CREATE FUNCTION rl_policy_limit_validate() RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_policy_limit_validate'
+LANGUAGE C;
+CREATE TRIGGER rl_policy_limit_validate BEFORE INSERT OR UPDATE ON rl_policy_limit
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_limit_validate();
+
+CREATE TRIGGER rl_policy_limit_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON rl_policy_limit
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_policy_limit ENABLE ALWAYS TRIGGER rl_policy_limit_changed;
+CREATE TRIGGER rl_policy_limit_applied
+	AFTER INSERT OR UPDATE OR DELETE ON rl_policy_limit
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_policy_limit ENABLE REPLICA TRIGGER rl_policy_limit_applied;

@@ -40,10 +40,26 @@
 #define RL_MAX_KEY_LEN		4096
 
 /*
- * longest key an engine holds: a policy's name, a NUL and a key, or the
- * key's penalty box (dispatch.c): a policy's name, two NULs and a key
+ * longest key an engine holds: a policy's name, a NUL and a key; a
+ * policy's other limit (policy_limit.c): the policy's name, two NULs, the
+ * limit's name, a NUL and the key; the penalty box of either (dispatch.c):
+ * one NUL more after the policy's name
  */
-#define RL_MAX_STORED_KEY	(NAMEDATALEN + 1 + RL_MAX_KEY_LEN)
+#define RL_MAX_STORED_KEY	(2 * NAMEDATALEN + 2 + RL_MAX_KEY_LEN)
+
+/* most limits a policy may have besides its own (rl_policy_limit) */
+#define RL_MAX_LIMITS		8
+
+/*
+ * One of a policy's limits besides its own (a row of rl_policy_limit): a
+ * call under the policy is admitted only if each of them admits too.
+ */
+typedef struct RlExtraLimit
+{
+	char		name[NAMEDATALEN];
+	RlAlgo		algo;
+	RlParams	params;			/* cost unused: the call's applies */
+} RlExtraLimit;
 
 /* most keys one all-or-nothing call may cover (each may lock a partition) */
 #define RL_MAX_MULTI		32
@@ -84,6 +100,9 @@ typedef struct RlRequest
 								 * RL_BLOCKED_FOREVER */
 	int64		block_duration; /* a policy's penalty box: after a denial,
 								 * deny for this long (us); 0: none */
+	int			nlimits;		/* the policy's other limits (the policy
+								 * cache's), decided with this one */
+	const RlExtraLimit *limits;
 } RlRequest;
 
 static inline void

@@ -29,6 +29,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "policy_limit.h"
 
 /* argument positions shared by rl_allow and rl_check */
 enum
@@ -107,7 +108,7 @@ static void
 decide_direct(RlRequest *req, RlDecision *d)
 {
 	req->track = rl_refund_on_rollback;
-	rl_decide(req, d);
+	rl_decide_policy(req, d);
 }
 
 /*
@@ -351,7 +352,7 @@ rl_adjust(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("\"delta\" is out of range"),
 				 errdetail("A give-back is at most 9223372036854775807 units.")));
-	rl_adjust_key(&req, &d);
+	rl_adjust_policy(&req, &d);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
 
@@ -407,6 +408,7 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 					 errmsg("\"keys\", \"policies\" and \"costs\" must not contain nulls")));
 		pol = rl_policy_get(DatumGetTextPP(policies[i]));
 		rl_policy_request(pol, DatumGetTextPP(keys[i]), &reqs[i]);
+		rl_limits_refuse(&reqs[i], "an all-or-nothing check");
 		if (costs != NULL)
 		{
 			reqs[i].params.cost = DatumGetInt64(costs[i]);
@@ -572,6 +574,7 @@ rl_wait_policy(PG_FUNCTION_ARGS)
 
 	rl_arg_not_null(fcinfo, 2, "max_wait");
 	rl_policy_args(fcinfo, 0, 1, NO_ARG, 3, &req);
+	rl_limits_refuse(&req, "rl_wait");
 	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(2))));
 }
 

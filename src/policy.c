@@ -64,6 +64,7 @@
 #include "dispatch.h"
 #include "override.h"
 #include "policy.h"
+#include "policy_limit.h"
 #include "stats.h"
 
 /* the columns of rl_policy a policy is made of */
@@ -112,6 +113,7 @@ static HTAB *policy_cache = NULL;
 static bool policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
 static Oid	override_relid = InvalidOid;
+static Oid	limit_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
 static bool callback_registered = false;
 
@@ -128,7 +130,8 @@ static void
 policy_inval(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == policy_relid ||
-		(OidIsValid(override_relid) && relid == override_relid))
+		(OidIsValid(override_relid) && relid == override_relid) ||
+		(OidIsValid(limit_relid) && relid == limit_relid))
 	{
 		policy_cache_valid = false;
 		policy_changes++;
@@ -300,6 +303,8 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 								   rl_fail_mode_options);
 	pol->shadow = DatumGetBool(values[PCOL_SHADOW]);
 	pol->burst_given = !nulls[PCOL_BURST];
+	pol->nlimits = 0;
+	pol->limits = NULL;
 	pol->block_duration = nulls[PCOL_BLOCK_DURATION] ? 0 :
 		rl_arg_duration(DatumGetIntervalP(values[PCOL_BLOCK_DURATION]),
 						"block_duration");
@@ -341,42 +346,60 @@ policy_by_text(text *name)
 	return hash_search(policy_cache, key, HASH_FIND, NULL);
 }
 
+/* A row of rl_override, into its policy's overrides. */
+static void
+override_row(RlPolicy *pol, const Datum *values, const bool *nulls)
+{
+	rl_override_put(&pol->overrides, policy_context, pol->algo, values,
+					nulls);
+}
+
+/* A row of rl_policy_limit, into its policy's other limits. */
+static void
+limit_row(RlPolicy *pol, const Datum *values, const bool *nulls)
+{
+	rl_policy_limit_put(&pol->limits, &pol->nlimits, policy_context, values,
+						nulls);
+}
+
 /*
- * Read rl_override into the cache's policies (SPI connected, the policies
+ * Read the rows of a table of the policies' parts (rl_override,
+ * rl_policy_limit: the first of the columns selected names the policy)
+ * into the cache's policies, as put says (SPI connected, the policies
  * loaded), in its latest committed state as the policies are read.
  */
 static void
-override_load(Oid nsp)
+parts_load(Oid nsp, const char *table, const char *columns, int ncolumns,
+		   void (*put) (RlPolicy *pol, const Datum *values,
+						const bool *nulls))
 {
 	StringInfoData query;
 	SPIPlanPtr	plan;
 	uint64		i;
 
 	initStringInfo(&query);
-	appendStringInfo(&query, "SELECT %s FROM %s.rl_override",
-					 rl_override_columns,
-					 quote_identifier(get_namespace_name(nsp)));
+	appendStringInfo(&query, "SELECT %s FROM %s.%s", columns,
+					 quote_identifier(get_namespace_name(nsp)), table);
 	plan = SPI_prepare(query.data, 0, NULL);
 	if (plan == NULL ||
 		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
 							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read table \"rl_override\"");
+		elog(ERROR, "could not read table \"%s\"", table);
 	for (i = 0; i < SPI_processed; i++)
 	{
-		Datum		values[OCOL_COUNT];
-		bool		nulls[OCOL_COUNT];
+		Datum		values[OCOL_COUNT + LCOL_COUNT];
+		bool		nulls[OCOL_COUNT + LCOL_COUNT];
 		RlPolicy   *pol;
 		int			c;
 
-		for (c = 0; c < OCOL_COUNT; c++)
+		for (c = 0; c < ncolumns; c++)
 			values[c] = heap_getattr(SPI_tuptable->vals[i], c + 1,
 									 SPI_tuptable->tupdesc, &nulls[c]);
-		if (nulls[OCOL_POLICY] || nulls[OCOL_KEY])
+		if (nulls[0])
 			continue;
-		pol = policy_by_text(DatumGetTextPP(values[OCOL_POLICY]));
+		pol = policy_by_text(DatumGetTextPP(values[0]));
 		if (pol != NULL)
-			rl_override_put(&pol->overrides, policy_context, pol->algo,
-							values, nulls);
+			put(pol, values, nulls);
 	}
 	pfree(query.data);
 }
@@ -405,6 +428,7 @@ policy_reload(void)
 				 errhint("Run CREATE EXTENSION ratelimit, or ALTER EXTENSION ratelimit UPDATE.")));
 
 	override_relid = get_relname_relid("rl_override", nsp);
+	limit_relid = get_relname_relid("rl_policy_limit", nsp);
 
 	policy_watch();
 	if (policy_context != NULL)
@@ -447,7 +471,11 @@ policy_reload(void)
 		*entry = pol;
 	}
 	if (OidIsValid(override_relid))
-		override_load(nsp);
+		parts_load(nsp, "rl_override", rl_override_columns, OCOL_COUNT,
+				   override_row);
+	if (OidIsValid(limit_relid))
+		parts_load(nsp, "rl_policy_limit", rl_policy_limit_columns,
+				   LCOL_COUNT, limit_row);
 	SPI_finish();
 	pfree(query.data);
 }
@@ -579,68 +607,6 @@ rl_policy_get(text *name)
 						text_to_cstring(name)),
 				 errhint("Policies are the rows of table rl_policy.")));
 	return pol;
-}
-
-/*
- * Build the request for a key under a policy.  The stored key is the
- * policy's name, a NUL byte and the key: text never contains NUL, so
- * policies never share state with each other or with direct calls.  The
- * key is copied into the current memory context.
- */
-void
-rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
-{
-	const char *bytes;
-	int			len;
-	int			namelen = strlen(pol->name);
-	char	   *stored;
-
-	rl_arg_key(key, &bytes, &len);
-	stored = palloc(namelen + 1 + len);
-	memcpy(stored, pol->name, namelen + 1);
-	memcpy(stored + namelen + 1, bytes, len);
-
-	rl_request_init(req);
-	req->algo = pol->algo;
-	req->dbid = MyDatabaseId;
-	req->key = stored;
-	req->keylen = namelen + 1 + len;
-	req->params = pol->params;
-	req->backend = pol->backend;
-	req->fail_mode = pol->fail_mode;
-	req->shadow = pol->shadow;
-	req->policy = stored;		/* the stored key starts with it */
-	req->block_duration = pol->block_duration;
-	if (unlikely(pol->overrides != NULL))
-		rl_override_apply(pol->overrides, pol->burst_given, bytes, len, req);
-}
-
-/*
- * The request of a SQL function's policy form: the key (argument key_arg)
- * under the policy (policy_arg), with an optional cost replacing the
- * policy's (cost_arg) and an optional explicit time (at_arg); an argument
- * number is -1 where the function has no such argument.  Every argument
- * is checked.
- */
-void
-rl_policy_args(FunctionCallInfo fcinfo, int key_arg, int policy_arg,
-			   int at_arg, int cost_arg, RlRequest *req)
-{
-	const RlPolicy *pol;
-
-	rl_require_store();
-	rl_arg_not_null(fcinfo, key_arg, "key");
-	rl_arg_not_null(fcinfo, policy_arg, "policy");
-	pol = rl_policy_get(PG_GETARG_TEXT_PP(policy_arg));
-	rl_policy_request(pol, PG_GETARG_TEXT_PP(key_arg), req);
-	if (cost_arg >= 0 && !PG_ARGISNULL(cost_arg))
-	{
-		req->params.cost = PG_GETARG_INT64(cost_arg);
-		rl_arg_cost(req->params.cost);
-		rl_cost_check(req->algo, &req->params);
-	}
-	if (at_arg >= 0 && !PG_ARGISNULL(at_arg))
-		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(at_arg));
 }
 
 /*

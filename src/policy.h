@@ -23,6 +23,8 @@ typedef struct RlPolicy
 	bool		shadow;
 	bool		burst_given;	/* params.burst is the policy's own */
 	int64		block_duration; /* its penalty box (us), or 0 */
+	int			nlimits;		/* its other limits (rl_policy_limit) */
+	RlExtraLimit *limits;		/* RL_MAX_LIMITS of room, or NULL */
 	HTAB	   *overrides;		/* its keys' overrides (RlOverride), or
 								 * NULL when it has none */
 } RlPolicy;

@@ -62,6 +62,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "policy_limit.h"
 
 /* the SQLSTATE of a row over its quota */
 #define ERRCODE_RL_QUOTA_EXCEEDED	MAKE_SQLSTATE('P','T','4','2','9')
@@ -602,7 +603,7 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 
 	/* what an admitted row consumed goes back if its transaction aborts */
 	req.track = true;
-	rl_decide(&req, &d);
+	rl_decide_policy(&req, &d);
 	if (!d.out.allowed)
 	{
 		Interval   *per = rl_per_interval(req.params.per);
