@@ -157,6 +157,17 @@ SELECT reset_at FROM rl_check('tenant:42', 'fixed_window', 10000, '30 days',
 SELECT rl_allow('tenant:42', 'fixed_window', 10000, '1 month');
 -- ERROR:  "per" must not contain months or years
 -- guide: Several limits on one key
+INSERT INTO rl_policy (name, algo, "limit", per, burst)
+VALUES ('search', 'token_bucket', 10, '1 second', 20);
+INSERT INTO rl_policy_limit (policy, name, algo, "limit", per)
+VALUES ('search', 'daily', 'fixed_window', 30, '1 day');
+
+SELECT allowed, "limit", per, remaining
+FROM rl_check('tenant:7', 'search', at => '2026-03-02 09:00:00+00', cost => 15);
+-- t | 10 | 00:00:01 | 5
+SELECT allowed, "limit", per, remaining
+FROM rl_check('tenant:7', 'search', at => '2026-03-02 09:00:10+00', cost => 5);
+-- t | 30 | 24:00:00 | 10
 INSERT INTO rl_policy (name, algo, "limit", per, burst) VALUES
     ('search_rate', 'token_bucket', 10, '1 second', 20),
     ('search_daily', 'fixed_window', 10000, '1 day', NULL);
