@@ -79,6 +79,27 @@ is(sql($node, "SELECT remaining FROM rl_adjust('v', 'orders', 2, $at)"), '1',
 	'charged 2 of 3');
 is(sql($other, "SELECT allowed, remaining FROM rl_check('v', 'orders', $at, cost => 0)"),
 	't|1', 'the other server sees the charge');
+# several limits in one policy, all or nothing in Redis
+for my $n ($node, $other)
+{
+	sql($n, q{
+		INSERT INTO rl_policy (name, algo, "limit", per, burst, backend)
+		VALUES ('search', 'token_bucket', 10, '1 second', 20, 'redis');
+		INSERT INTO rl_policy_limit (policy, name, algo, "limit", per)
+		VALUES ('search', 'daily', 'fixed_window', 25, '1 day');
+	});
+}
+is(sql($node, "SELECT count(*) FILTER (WHERE rl_allow('s', 'search', $at, cost => 10)) FROM generate_series(1, 2)"),
+	'2', 'two calls of 10: the burst of 20 spent');
+is(sql($other, "SELECT allowed, \"limit\", remaining FROM rl_check('s', 'search', at => '2026-03-02 09:00:01+00', cost => 6)"),
+	'f|25|5', 'a second later: the day binds, 5 left, on the other server');
+is(sql($node, "SELECT \"limit\", remaining FROM rl_check('s', 'search', at => '2026-03-02 09:00:01+00', cost => 0)"),
+	'25|5', 'the denial took nothing from the day');
+is(sql($node, "SELECT remaining FROM rl_check('s', 'search', at => '2026-03-02 09:00:01+00', cost => 5)"),
+	'0', 'five more: the day spent');
+is(sql($node, "SELECT rl_reset('s', policy => 'search')"), '2',
+	'rl_reset drops both limits in Redis');
+
 is(sql($node, 'SELECT failures FROM rl_redis_info()'), '0', 'no Redis call failed');
 
 done_testing();
