@@ -521,7 +521,9 @@ rl_keys(PG_FUNCTION_ARGS)
 			keylen = img->keylen - (int) (key - img->key);
 			if (img->dbid == MyDatabaseId)
 				pol = rl_policy_find(img->key, namelen);
-			if (pol != NULL && pol->algo == img->algo)
+			/* not a limit's or a penalty box's (key_bytes start with NUL) */
+			if (pol != NULL && pol->algo == img->algo &&
+				(keylen == 0 || key[0] != '\0'))
 			{
 				rl_policy_request(pol, cstring_to_text_with_len(key, keylen),
 								  &req);

@@ -75,6 +75,13 @@ SELECT count(*) FROM rl_policy_limit WHERE policy = 'heavy';
 -- a call's cost no limit could ever admit is a call's error
 INSERT INTO rl_policy_limit (policy, name, algo, "limit", per) VALUES ('search2', 'tiny', 'fixed_window', 2, '1 day');
 SELECT rl_allow('k', 'search2', cost => 3);
+-- rl_keys lists each limit's state under the policy, with key NULL (its
+-- bytes start with a NUL) and no look with the policy's own parameters
+INSERT INTO rl_policy_limit (policy, name, algo, "limit", per) VALUES ('search2', 'tb', 'token_bucket', 100, '1 hour');
+SELECT rl_allow('live', 'search2');
+SELECT algo, key, remaining IS NOT NULL AS looked, encode(key_bytes, 'escape') AS key_bytes
+FROM rl_keys() WHERE policy = 'search2' AND encode(key_bytes, 'hex') LIKE '%6c697665'
+ORDER BY algo, key_bytes;
 -- privileges and dump as rl_policy's
 SELECT has_table_privilege('public', 'rl_policy_limit', 'SELECT') AS readable,
 	   has_table_privilege('public', 'rl_policy_limit', 'INSERT') AS writable;
