@@ -320,6 +320,7 @@ extern bool rl_leaky_bucket_charge(RlState *s, bool fresh, int64 t,
 extern void rl_leaky_bucket_refund(RlState *s, int64 t, const RlParams *p,
 								   int64 cost, RlChain *chain);
 extern bool rl_bucket_image_valid(const RlStateImage *img);
+extern bool rl_token_image_valid(const RlStateImage *img);
 
 /* algo_log.c: sliding_window_log, and the only code that walks a chain */
 extern bool rl_sliding_window_log(RlState *s, bool fresh, int64 t,

@@ -231,15 +231,31 @@ rl_token_bucket_lease_end(const RlParams *p, int64 now, const RlOutcome *o)
 
 /*
  * A saved bucket: a window greater than zero and at most 100 years, and a
- * content within the largest count either way (a token bucket's is below
- * zero after a charge past the limit), times it.
+ * content from lowest to the largest count, times the window.
  */
-bool
-rl_bucket_image_valid(const RlStateImage *img)
+static bool
+bucket_image_within(const RlStateImage *img, int64 lowest)
 {
 	const RlBucketState *b = &img->state.bucket;
 
 	return img->nlog == 0 && b->per > 0 && b->per <= RL_MAX_PER &&
-		b->scaled >= -(int128) PG_INT64_MAX * b->per &&
+		b->scaled >= (int128) lowest * b->per &&
 		b->scaled <= (int128) PG_INT64_MAX * b->per;
+}
+
+/* A saved leaky bucket: a level from zero up. */
+bool
+rl_bucket_image_valid(const RlStateImage *img)
+{
+	return bucket_image_within(img, 0);
+}
+
+/*
+ * A saved token bucket: tokens, or tokens owed after a charge past the
+ * limit (rl_adjust) down to -(2^63 - 1).
+ */
+bool
+rl_token_image_valid(const RlStateImage *img)
+{
+	return bucket_image_within(img, -PG_INT64_MAX);
 }
