@@ -212,6 +212,29 @@ rl_arg_period(RlAlgo algo, const Interval *per, const pg_tz *tz,
 }
 
 /*
+ * A duration other than a window (a policy's block_duration) in
+ * microseconds: positive, no months, at most 100 years, as a window.
+ */
+int64
+rl_arg_duration(const Interval *iv, const char *name)
+{
+	int128		us;
+
+	if (iv->month != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" must not contain months or years", name),
+				 errdetail("A month has no fixed length.")));
+	us = (int128) iv->day * USECS_PER_DAY + iv->time;
+	if (us <= 0 || us > RL_MAX_PER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" must be greater than zero and at most 36525 days",
+						name)));
+	return (int64) us;
+}
+
+/*
  * A request's window as an interval, for results and messages: months for
  * a period of months, days for one of days, else all of it in the time
  * field (a day of a window of W counts 24 hours).

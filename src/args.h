@@ -27,6 +27,7 @@ extern void rl_arg_period(RlAlgo algo, const Interval *per, const pg_tz *tz,
 						  bool zone_given, int64 anchor, RlParams *p);
 extern Interval *rl_per_interval(const RlParams *p);
 extern int64 rl_arg_anchor(TimestampTz anchor);
+extern int64 rl_arg_duration(const Interval *iv, const char *name);
 extern int64 rl_arg_at(TimestampTz at);
 extern void rl_arg_positive(int64 value, const char *name);
 extern void rl_arg_cost(int64 cost);

@@ -29,6 +29,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "policy_limit.h"
 
 /* argument positions shared by rl_allow and rl_check */
 enum
@@ -62,6 +63,7 @@ PG_FUNCTION_INFO_V1(rl_allow_all);
 PG_FUNCTION_INFO_V1(rl_check_all);
 PG_FUNCTION_INFO_V1(rl_wait);
 PG_FUNCTION_INFO_V1(rl_wait_policy);
+PG_FUNCTION_INFO_V1(rl_adjust);
 
 /*
  * Build the request from the arguments of rl_allow / rl_check / rl_wait,
@@ -107,7 +109,7 @@ static void
 decide_direct(RlRequest *req, RlDecision *d)
 {
 	req->track = rl_refund_on_rollback;
-	rl_decide(req, d);
+	rl_decide_policy(req, d);
 }
 
 /*
@@ -332,6 +334,29 @@ rl_check_policy(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
 
+/*
+ * rl_adjust(key, policy, delta, at) returns rl_decision: charge delta
+ * units to the key under the policy after the fact (past its limit if
+ * so), or give -delta back; reports a look at its state after.
+ */
+Datum
+rl_adjust(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+	RlDecision	d;
+
+	rl_arg_not_null(fcinfo, 2, "delta");
+	rl_policy_args(fcinfo, 0, 1, 3, NO_ARG, &req);
+	req.params.cost = PG_GETARG_INT64(2);
+	if (req.params.cost == PG_INT64_MIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("\"delta\" is out of range"),
+				 errdetail("A give-back is at most 9223372036854775807 units.")));
+	rl_adjust_policy(&req, &d);
+	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
+}
+
 /* ---- all or nothing across keys ---- */
 
 /*
@@ -384,6 +409,7 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 					 errmsg("\"keys\", \"policies\" and \"costs\" must not contain nulls")));
 		pol = rl_policy_get(DatumGetTextPP(policies[i]));
 		rl_policy_request(pol, DatumGetTextPP(keys[i]), &reqs[i]);
+		rl_limits_refuse(&reqs[i], "an all-or-nothing check");
 		if (costs != NULL)
 		{
 			reqs[i].params.cost = DatumGetInt64(costs[i]);
@@ -549,6 +575,7 @@ rl_wait_policy(PG_FUNCTION_ARGS)
 
 	rl_arg_not_null(fcinfo, 2, "max_wait");
 	rl_policy_args(fcinfo, 0, 1, NO_ARG, 3, &req);
+	rl_limits_refuse(&req, "rl_wait");
 	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(2))));
 }
 

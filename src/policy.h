@@ -10,6 +10,7 @@
 
 #include "fmgr.h"
 #include "pgtime.h"
+#include "utils/hsearch.h"
 
 #include "engine.h"
 
@@ -28,6 +29,12 @@ typedef struct RlPolicy
 	int			backend;		/* RlBackend, or RL_SETTING */
 	int			fail_mode;		/* RlFailMode, or RL_SETTING */
 	bool		shadow;
+	bool		burst_given;	/* params.burst is the policy's own */
+	int64		block_duration; /* its penalty box (us), or 0 */
+	int			nlimits;		/* its other limits (rl_policy_limit) */
+	RlExtraLimit *limits;		/* RL_MAX_LIMITS of room, or NULL */
+	HTAB	   *overrides;		/* its keys' overrides (RlOverride), or
+								 * NULL when it has none */
 } RlPolicy;
 
 extern void rl_policy_init(void);

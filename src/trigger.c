@@ -63,6 +63,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "policy_limit.h"
 #include "trigger.h"
 
 /* the SQLSTATE of a row over its quota */
@@ -636,7 +637,7 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 	req.at = trigger_time();
 	/* what an admitted row consumed goes back if its transaction aborts */
 	req.track = true;
-	rl_decide(&req, &d);
+	rl_decide_policy(&req, &d);
 	if (!d.out.allowed)
 	{
 		Interval   *per = rl_per_interval(&req.params);
