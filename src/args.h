@@ -19,6 +19,7 @@ extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							const char *name);
 extern RlAlgo rl_arg_algo(text *name);
 extern void rl_arg_key(text *key, const char **bytes, int *len);
+extern void rl_arg_key_too_long(int len);
 extern int64 rl_arg_per(const Interval *per);
 extern Interval *rl_per_interval(int64 per);
 extern int64 rl_arg_at(TimestampTz at);

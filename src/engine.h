@@ -63,6 +63,8 @@ typedef struct RlRequest
 	bool		track;			/* give back what it consumed if its
 								 * (sub)transaction aborts (refund.c) */
 	const char *policy;			/* the policy's name, or NULL */
+	struct RlStatsHandle *stats;	/* where its decisions are counted, found
+									 * once (a policy's); NULL: by identity */
 } RlRequest;
 
 static inline void

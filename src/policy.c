@@ -96,6 +96,8 @@ static HTAB *policy_cache = NULL;
 static bool policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
+static uint32 policy_generation = 0;	/* the cache's, new at each reload
+										 * (RlPolicyRef) */
 static bool callback_registered = false;
 
 /* the validation trigger's columns, for the table validate_relid */
@@ -253,6 +255,8 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 						NAMEDATALEN - 1)));
 	memset(pol->name, 0, NAMEDATALEN);
 	memcpy(pol->name, VARDATA_ANY(name), len);
+	pol->namelen = len;
+	pol->stats = (RlStatsHandle) RL_STATS_HANDLE_INIT;
 
 	if (nulls[PCOL_ALGO] || nulls[PCOL_LIMIT] || nulls[PCOL_PER] ||
 		nulls[PCOL_COST] || nulls[PCOL_SHADOW])
@@ -329,6 +333,7 @@ policy_reload(void)
 	ctl.hcxt = CacheMemoryContext;
 	policy_cache = hash_create("ratelimit policies", 64, &ctl,
 							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	policy_generation++;
 	policy_cache_valid = true;
 
 	initStringInfo(&query);
@@ -472,6 +477,17 @@ rl_policy_any_remote(void)
 	return any;
 }
 
+/* An unknown policy's error (42704). */
+static void
+policy_missing(const char *name, int len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("rate-limit policy \"%s\" does not exist",
+					pnstrdup(name, len)),
+			 errhint("Policies are the rows of table rl_policy.")));
+}
+
 /*
  * The policy of that name; an unknown name is an error (42704).
  */
@@ -482,43 +498,77 @@ rl_policy_get(text *name)
 										 VARSIZE_ANY_EXHDR(name));
 
 	if (pol == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("rate-limit policy \"%s\" does not exist",
-						text_to_cstring(name)),
-				 errhint("Policies are the rows of table rl_policy.")));
+		policy_missing(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
 	return pol;
+}
+
+/*
+ * The policy of that name, as rl_policy_find, remembered in ref: while the
+ * cache is the one ref's policy was found in and the name is the same,
+ * that policy is returned without a lookup (the table's changes are taken
+ * in first, as every lookup does).  NULL if there is no such policy.
+ */
+const RlPolicy *
+rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
+{
+	policy_cache_ready();
+	if (likely(ref->pol != NULL && ref->generation == policy_generation &&
+			   ref->len == len && memcmp(ref->name, name, len) == 0))
+		return ref->pol;
+	ref->pol = NULL;
+	if (len >= NAMEDATALEN)
+		return NULL;
+	ref->pol = rl_policy_find(name, len);
+	ref->generation = policy_generation;
+	ref->len = len;
+	memcpy(ref->name, name, len);
+	return ref->pol;
 }
 
 /*
  * Build the request for a key under a policy.  The stored key is the
  * policy's name, a NUL byte and the key: text never contains NUL, so
  * policies never share state with each other or with direct calls.  The
- * key is copied into the current memory context.
+ * stored key is written into buf (room for NAMEDATALEN + keylen bytes),
+ * the key checked first.  The request counts its decisions through the
+ * policy's stats handle.
  */
 void
-rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
+rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
+					 char *buf, RlRequest *req)
 {
-	const char *bytes;
-	int			len;
-	int			namelen = strlen(pol->name);
-	char	   *stored;
-
-	rl_arg_key(key, &bytes, &len);
-	stored = palloc(namelen + 1 + len);
-	memcpy(stored, pol->name, namelen + 1);
-	memcpy(stored + namelen + 1, bytes, len);
+	if (keylen > RL_MAX_KEY_LEN)
+		rl_arg_key_too_long(keylen);
+	memcpy(buf, pol->name, pol->namelen + 1);
+	memcpy(buf + pol->namelen + 1, key, keylen);
 
 	rl_request_init(req);
 	req->algo = pol->algo;
 	req->dbid = MyDatabaseId;
-	req->key = stored;
-	req->keylen = namelen + 1 + len;
+	req->key = buf;
+	req->keylen = pol->namelen + 1 + keylen;
 	req->params = pol->params;
 	req->backend = pol->backend;
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;
-	req->policy = stored;		/* the stored key starts with it */
+	req->policy = buf;			/* the stored key starts with it */
+	/* the cache's entries are ours: the handle is updated as it counts */
+	req->stats = (RlStatsHandle *) &pol->stats;
+}
+
+/*
+ * rl_policy_request_in for a text key, the stored key allocated in the
+ * current memory context.
+ */
+void
+rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
+{
+	int			len = VARSIZE_ANY_EXHDR(key);
+
+	if (len > RL_MAX_KEY_LEN)
+		rl_arg_key_too_long(len);
+	rl_policy_request_in(pol, VARDATA_ANY(key), len,
+						 palloc(pol->namelen + 1 + len), req);
 }
 
 /*
@@ -526,19 +576,34 @@ rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
  * under the policy (policy_arg), with an optional cost replacing the
  * policy's (cost_arg) and an optional explicit time (at_arg); an argument
  * number is -1 where the function has no such argument.  Every argument
- * is checked.
+ * is checked.  The policy is remembered in the call site's ref (NULL: a
+ * call that needs no memory); the stored key is written into buf
+ * (RL_MAX_STORED_KEY bytes; NULL: allocated in the current context).
  */
 void
-rl_policy_args(FunctionCallInfo fcinfo, int key_arg, int policy_arg,
-			   int at_arg, int cost_arg, RlRequest *req)
+rl_policy_args(FunctionCallInfo fcinfo, RlPolicyRef *ref, char *buf,
+			   int key_arg, int policy_arg, int at_arg, int cost_arg,
+			   RlRequest *req)
 {
+	RlPolicyRef once = {0};
 	const RlPolicy *pol;
+	text	   *name;
+	text	   *key;
 
 	rl_require_store();
 	rl_arg_not_null(fcinfo, key_arg, "key");
 	rl_arg_not_null(fcinfo, policy_arg, "policy");
-	pol = rl_policy_get(PG_GETARG_TEXT_PP(policy_arg));
-	rl_policy_request(pol, PG_GETARG_TEXT_PP(key_arg), req);
+	name = PG_GETARG_TEXT_PP(policy_arg);
+	pol = rl_policy_find_ref(ref != NULL ? ref : &once, VARDATA_ANY(name),
+							 VARSIZE_ANY_EXHDR(name));
+	if (pol == NULL)
+		policy_missing(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
+	key = PG_GETARG_TEXT_PP(key_arg);
+	if (buf == NULL)
+		rl_policy_request(pol, key, req);
+	else
+		rl_policy_request_in(pol, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+							 buf, req);
 	if (cost_arg >= 0 && !PG_ARGISNULL(cost_arg))
 	{
 		req->params.cost = PG_GETARG_INT64(cost_arg);
