@@ -108,6 +108,8 @@ typedef struct RlTriggerInfo
 	Oid			relid;
 	bool		valid;			/* false once the table or trigger changed */
 	int			use_count;		/* rl_enforce calls using it right now */
+	bool		runs_sql;		/* a row may run SQL: its cost expression,
+								 * or an output function of a key column */
 	struct RlTriggerInfo *next_retired; /* in the retired list */
 	MemoryContext cxt;
 	char	   *policy;			/* the policy's name (first argument) */
@@ -648,6 +650,10 @@ trigger_info_resolve(RlTriggerCall *call)
 	MemoryContextSwitchTo(old);
 	if (info->cost_expr != NULL)
 		info->cost_plan = cost_prepare(call, info->cost_expr);
+	info->runs_sql = info->cost_plan != NULL;
+	for (i = 0; i < info->nkeys; i++)
+		if (info->keys[i].kind == RL_KEY_OTHER)
+			info->runs_sql = true;
 
 	/* nothing below fails */
 	MemoryContextSetParent(cxt, CacheMemoryContext);
@@ -820,16 +826,22 @@ rl_enforce(PG_FUNCTION_ARGS)
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	info = trigger_info_get(&call, fcinfo->flinfo);
 	/* a cost expression writing to the table may replace info meanwhile */
-	info->use_count++;
-	PG_TRY();
-	{
+	if (!info->runs_sql)
 		enforce_row(&call, info, tuple);
-	}
-	PG_FINALLY();
+	else
 	{
-		info->use_count--;
+		/* SQL run meanwhile may replace info (see trigger_cache_sweep) */
+		info->use_count++;
+		PG_TRY();
+		{
+			enforce_row(&call, info, tuple);
+		}
+		PG_FINALLY();
+		{
+			info->use_count--;
+		}
+		PG_END_TRY();
 	}
-	PG_END_TRY();
 
 	error_context_stack = errcallback.previous;
 	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))

@@ -130,6 +130,28 @@ key_add(RlKeyBuf *kb, const char *bytes, int n)
 	kb->len += n;
 }
 
+/*
+ * Append an integer in decimal (as int8out writes it): written from the
+ * end of a buffer, digit by digit, in unsigned arithmetic so that the
+ * smallest value has its digits too.
+ */
+static void
+key_add_int(RlKeyBuf *kb, int64 value)
+{
+	char		buf[MAXINT8LEN + 1];
+	char	   *p = buf + sizeof(buf);
+	uint64		u = value < 0 ? -(uint64) value : (uint64) value;
+
+	do
+	{
+		*--p = (char) ('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (value < 0)
+		*--p = '-';
+	key_add(kb, p, buf + sizeof(buf) - p);
+}
+
 /* Append n bytes in lower-case hex. */
 static void
 key_add_hex(RlKeyBuf *kb, const unsigned char *bytes, int n)
@@ -193,16 +215,16 @@ key_add_value(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
 	switch (col->kind)
 	{
 		case RL_KEY_INT2:
-			key_add(kb, buf, pg_itoa(DatumGetInt16(value), buf));
+			key_add_int(kb, DatumGetInt16(value));
 			break;
 		case RL_KEY_INT4:
-			key_add(kb, buf, pg_ltoa(DatumGetInt32(value), buf));
+			key_add_int(kb, DatumGetInt32(value));
 			break;
 		case RL_KEY_INT8:
-			key_add(kb, buf, pg_lltoa(DatumGetInt64(value), buf));
+			key_add_int(kb, DatumGetInt64(value));
 			break;
 		case RL_KEY_OID:
-			key_add(kb, buf, pg_ultoa_n(DatumGetObjectId(value), buf));
+			key_add_int(kb, DatumGetObjectId(value));
 			break;
 		case RL_KEY_BOOL:
 			key_add(kb, DatumGetBool(value) ? "t" : "f", 1);
