@@ -68,13 +68,8 @@
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/timestamp.h"
-
-#include "access/transam.h"
-#include "catalog/pg_type.h"
-#include "utils/lsyscache.h"
 #include "utils/syscache.h"
-#include "utils/typcache.h"
+#include "utils/timestamp.h"
 
 #include "args.h"
 #include "dispatch.h"
@@ -119,11 +114,7 @@ typedef struct RlTriggerInfo
 	RlKeyColumn *keys;			/* the key columns, in argument order */
 	char	   *cost_expr;		/* after "cost =", trimmed; or NULL */
 	SPIPlanPtr	cost_plan;		/* kept; NULL without a cost expression */
-	int			ndeps;			/* the types the columns are made of */
-	int			maxdeps;
-	Oid		   *dep_types;
-	Oid		   *dep_rels;		/* a composite's relation, or InvalidOid */
-	uint32	   *dep_hashes;		/* the type's pg_type syscache hash */
+	RlTypeDeps	deps;			/* the types the columns are made of */
 } RlTriggerInfo;
 
 /* what a call site (the trigger function's fn_extra) remembers */
@@ -233,15 +224,11 @@ trigger_cache_inval(Datum arg, Oid relid)
 	while ((entry = hash_seq_search(&seq)) != NULL)
 	{
 		RlTriggerInfo *info = entry->info;
-		int			i;
 
-		if (info == NULL || !info->valid)
-			continue;
-		if (relid == InvalidOid || info->relid == relid)
+		if (info != NULL &&
+			(relid == InvalidOid || info->relid == relid ||
+			 rl_type_deps_have_rel(&info->deps, relid)))
 			info->valid = false;
-		for (i = 0; i < info->ndeps && info->valid; i++)
-			if (info->dep_rels[i] == relid)
-				info->valid = false;
 	}
 }
 
@@ -261,15 +248,11 @@ trigger_type_inval(Datum arg, int cacheid, uint32 hashvalue)
 	while ((entry = hash_seq_search(&seq)) != NULL)
 	{
 		RlTriggerInfo *info = entry->info;
-		int			i;
 
-		if (info == NULL || !info->valid)
-			continue;
-		if (hashvalue == 0)
+		if (info != NULL &&
+			(hashvalue == 0 ||
+			 rl_type_deps_have_hash(&info->deps, hashvalue)))
 			info->valid = false;
-		for (i = 0; i < info->ndeps && info->valid; i++)
-			if (info->dep_hashes[i] == hashvalue)
-				info->valid = false;
 	}
 }
 
@@ -534,73 +517,6 @@ cost_prepare(RlTriggerCall *call, const char *expr)
 }
 
 /*
- * Add a type the table's columns are made of to the info's list, with the
- * types it is made of in turn: a domain's base type, an array's element
- * type, a composite's attributes.  Built-in types never change and are
- * left out.  Allocates in the current memory context (the info's).
- */
-static void
-deps_add(RlTriggerInfo *info, Oid typid)
-{
-	HeapTuple	tp;
-	Form_pg_type typ;
-	Oid			relid = InvalidOid;
-	Oid			base = InvalidOid;
-	Oid			elem;
-	TupleDesc	desc;
-	int			i;
-
-	if (typid < FirstNormalObjectId)
-		return;
-	for (i = 0; i < info->ndeps; i++)
-		if (info->dep_hashes[i] ==
-			GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(typid)) &&
-			info->dep_types[i] == typid)
-			return;
-	tp = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
-	if (!HeapTupleIsValid(tp))
-		return;
-	typ = (Form_pg_type) GETSTRUCT(tp);
-	if (typ->typtype == TYPTYPE_COMPOSITE)
-		relid = typ->typrelid;
-	else if (typ->typtype == TYPTYPE_DOMAIN)
-		base = typ->typbasetype;
-	elem = typ->typelem;
-	ReleaseSysCache(tp);
-
-	if (info->ndeps == info->maxdeps)
-	{
-		info->maxdeps = Max(8, 2 * info->maxdeps);
-		info->dep_types = info->dep_types == NULL ?
-			palloc(sizeof(Oid) * info->maxdeps) :
-			repalloc(info->dep_types, sizeof(Oid) * info->maxdeps);
-		info->dep_rels = info->dep_rels == NULL ?
-			palloc(sizeof(Oid) * info->maxdeps) :
-			repalloc(info->dep_rels, sizeof(Oid) * info->maxdeps);
-		info->dep_hashes = info->dep_hashes == NULL ?
-			palloc(sizeof(uint32) * info->maxdeps) :
-			repalloc(info->dep_hashes, sizeof(uint32) * info->maxdeps);
-	}
-	info->dep_types[info->ndeps] = typid;
-	info->dep_rels[info->ndeps] = relid;
-	info->dep_hashes[info->ndeps] =
-		GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(typid));
-	info->ndeps++;
-
-	if (OidIsValid(base))
-		deps_add(info, base);
-	if (OidIsValid(elem))
-		deps_add(info, elem);
-	if (OidIsValid(relid))
-	{
-		desc = lookup_rowtype_tupdesc_copy(typid, -1);
-		for (i = 0; i < desc->natts; i++)
-			if (!TupleDescAttr(desc, i)->attisdropped)
-				deps_add(info, TupleDescAttr(desc, i)->atttypid);
-	}
-}
-
-/*
  * Resolve the trigger afresh from its arguments and its table's current
  * definition, and make that its info.  Retires the info it replaces.
  */
@@ -645,7 +561,7 @@ trigger_info_resolve(RlTriggerCall *call)
 	trigger_parse_args(call, info);
 	for (i = 0; i < RelationGetDescr(call->rel)->natts; i++)
 		if (!TupleDescAttr(RelationGetDescr(call->rel), i)->attisdropped)
-			deps_add(info,
+			rl_type_deps_add(&info->deps,
 					 TupleDescAttr(RelationGetDescr(call->rel), i)->atttypid);
 	MemoryContextSwitchTo(old);
 	if (info->cost_expr != NULL)

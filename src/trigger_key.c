@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * trigger_key.c
- *		A quota trigger's key: the key columns' values as bytes, joined
- *		with ':' (a NULL contributes an empty part).
+ *		A quota trigger's view of its table's types: a row's key (the key
+ *		columns' values as bytes, joined with ':', a NULL contributing an
+ *		empty part), and the types the table is made of.
  *
  * A key must not depend on the session that writes the row: if a row's
  * key followed DateStyle, TimeZone, bytea_output and the like (which any
@@ -21,6 +22,12 @@
  * its output function with the settings that change outputs fixed for the
  * call (fixed_settings), as a function's SET clause would.
  *
+ * A table's columns can change without an invalidation of the table:
+ * ALTER TYPE of a composite type used by a column sends one for the
+ * type's own relation, ALTER DOMAIN one of pg_type's syscache.  The
+ * trigger's cache lists the types its table is made of (RlTypeDeps) and
+ * follows those too.
+ *
  * No shared state.
  *
  *-------------------------------------------------------------------------
@@ -28,6 +35,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/transam.h"
 #include "catalog/pg_type.h"
 #include "common/shortest_dec.h"
 #include "miscadmin.h"
@@ -37,7 +45,9 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/numeric.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
+#include "utils/typcache.h"
 #include "utils/uuid.h"
 
 #include "args.h"
@@ -346,4 +356,87 @@ rl_key_build(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
 	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);
+}
+
+/*
+ * Add a type to the list, with the types it is made of in turn: a domain's
+ * base type, an array's element type, a composite's attributes.  Built-in
+ * types never change and are left out.  Allocates in the current memory
+ * context.
+ */
+void
+rl_type_deps_add(RlTypeDeps *deps, Oid typid)
+{
+	uint32		hash = GetSysCacheHashValue1(TYPEOID, ObjectIdGetDatum(typid));
+	HeapTuple	tp;
+	Form_pg_type typ;
+	Oid			relid = InvalidOid;
+	Oid			base = InvalidOid;
+	Oid			elem;
+	int			i;
+
+	if (typid < FirstNormalObjectId)
+		return;
+	for (i = 0; i < deps->n; i++)
+		if (deps->items[i].type == typid)
+			return;
+	tp = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+	if (!HeapTupleIsValid(tp))
+		return;
+	typ = (Form_pg_type) GETSTRUCT(tp);
+	if (typ->typtype == TYPTYPE_COMPOSITE)
+		relid = typ->typrelid;
+	else if (typ->typtype == TYPTYPE_DOMAIN)
+		base = typ->typbasetype;
+	elem = typ->typelem;
+	ReleaseSysCache(tp);
+
+	if (deps->n == deps->max)
+	{
+		deps->max = Max(8, 2 * deps->max);
+		deps->items = deps->items == NULL ?
+			palloc(sizeof(RlTypeDep) * deps->max) :
+			repalloc(deps->items, sizeof(RlTypeDep) * deps->max);
+	}
+	deps->items[deps->n].type = typid;
+	deps->items[deps->n].rel = relid;
+	deps->items[deps->n].hash = hash;
+	deps->n++;
+
+	if (OidIsValid(base))
+		rl_type_deps_add(deps, base);
+	if (OidIsValid(elem))
+		rl_type_deps_add(deps, elem);
+	if (OidIsValid(relid))
+	{
+		TupleDesc	desc = lookup_rowtype_tupdesc_copy(typid, -1);
+
+		for (i = 0; i < desc->natts; i++)
+			if (!TupleDescAttr(desc, i)->attisdropped)
+				rl_type_deps_add(deps, TupleDescAttr(desc, i)->atttypid);
+	}
+}
+
+/* Is relid the relation of a composite type of the list? */
+bool
+rl_type_deps_have_rel(const RlTypeDeps *deps, Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < deps->n; i++)
+		if (deps->items[i].rel == relid)
+			return true;
+	return false;
+}
+
+/* Is hash the pg_type syscache hash value of a type of the list? */
+bool
+rl_type_deps_have_hash(const RlTypeDeps *deps, uint32 hash)
+{
+	int			i;
+
+	for (i = 0; i < deps->n; i++)
+		if (deps->items[i].hash == hash)
+			return true;
+	return false;
 }

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * trigger_key.h
- *		A quota trigger's key: the key columns' values as bytes, the same
- *		in every session whatever its settings.
+ *		A quota trigger's view of its table's types: the key columns'
+ *		values as bytes, the same in every session whatever its settings,
+ *		and the types a table is made of.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,7 +51,29 @@ typedef struct RlKeyBuf
 	char		data[RL_MAX_KEY_LEN];
 } RlKeyBuf;
 
+/*
+ * The types a table's columns are made of, all the way down (a domain's
+ * base type, an array's elements, a composite's attributes): what can
+ * change under a table without an invalidation of the table itself.
+ */
+typedef struct RlTypeDep
+{
+	Oid			type;
+	Oid			rel;			/* a composite's relation, or InvalidOid */
+	uint32		hash;			/* the type's pg_type syscache hash value */
+} RlTypeDep;
+
+typedef struct RlTypeDeps
+{
+	int			n;
+	int			max;
+	RlTypeDep  *items;
+} RlTypeDeps;
+
 extern void rl_key_column(Oid typid, RlKeyColumn *col);
+extern void rl_type_deps_add(RlTypeDeps *deps, Oid typid);
+extern bool rl_type_deps_have_rel(const RlTypeDeps *deps, Oid relid);
+extern bool rl_type_deps_have_hash(const RlTypeDeps *deps, uint32 hash);
 extern void rl_key_build(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
 						 TupleDesc tupdesc, RlKeyBuf *kb);
 
