@@ -85,6 +85,7 @@ typedef struct RlCallSite
 	int64		cost;
 	bool		burst_given;
 	int64		burst;
+	const pg_tz *tz;			/* ratelimit.time_zone's zone then */
 	RlAlgo		algo;			/* what they made */
 	RlParams	params;
 	RlPolicyRef policy;			/* the policy forms' */
@@ -102,7 +103,8 @@ call_site(FunctionCallInfo fcinfo)
 }
 
 /*
- * Are these the arguments the call site checked last?  algo: the
+ * Are these the arguments the call site checked last, under the same
+ * ratelimit.time_zone (a calendar window's bounds follow it)?  algo: the
  * algorithm name; the parameters as passed.
  */
 static inline bool
@@ -112,6 +114,7 @@ site_same_args(const RlCallSite *site, const text *algo, int64 limit,
 	int			len = VARSIZE_ANY_EXHDR(algo);
 
 	return site->checked && site->algolen == len && site->limit == limit &&
+		site->tz == rl_arg_time_zone_setting() &&
 		site->cost == cost && site->burst_given == burst_given &&
 		(!burst_given || site->burst == burst) &&
 		site->per.time == per->time && site->per.day == per->day &&
@@ -173,7 +176,8 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 		req->algo = rl_arg_algo(algo);
 		p->limit = limit;
 		rl_arg_positive(p->limit, "limit");
-		p->per = rl_arg_per(per);
+		rl_arg_period(req->algo, per, rl_arg_time_zone_setting(), false,
+					  RL_NO_ANCHOR, p);
 		p->cost = cost;
 		rl_arg_cost(p->cost);
 		p->burst = burst;
@@ -189,6 +193,7 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 			site->cost = cost;
 			site->burst_given = burst_given;
 			site->burst = burst;
+			site->tz = rl_arg_time_zone_setting();
 			site->algo = req->algo;
 			site->params = *p;
 			site->checked = true;
@@ -336,7 +341,7 @@ decision_values(const RlDecisionShape *shape, const RlRequest *req,
 														   &req->params));
 				break;
 			case DCOL_PER:
-				values[i] = IntervalPGetDatum(rl_per_interval(req->params.per));
+				values[i] = IntervalPGetDatum(rl_per_interval(&req->params));
 				break;
 			default:
 				nulls[i] = true;
