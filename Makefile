@@ -36,6 +36,7 @@ OBJS = \
 	src/usage.o \
 	src/functions_admin.o \
 	src/trigger.o \
+	src/trigger_key.o \
 	src/persist.o
 SHLIB_LINK += -lhiredis
 # the release, as the control file states it (module magic on 18, make dist)

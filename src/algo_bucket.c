@@ -21,7 +21,7 @@
  * round_up's choice (down for tokens, up for a leaky level): at most one
  * microsecond's worth of flow, in the caller's disfavour.
  */
-static void
+static inline void
 bucket_rescale(RlBucketState *s, int64 per, bool round_up)
 {
 	if (s->per != per)

@@ -128,6 +128,17 @@ rl_arg_algo(text *name)
 	return algo;
 }
 
+/* The error of a key longer than RL_MAX_KEY_LEN bytes. */
+void
+rl_arg_key_too_long(int len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+			 errmsg("\"key\" is too long (%d bytes)", len),
+			 errdetail("Keys may be at most %d bytes long.",
+					   RL_MAX_KEY_LEN)));
+}
+
 /* Check a non-null key argument and point at its bytes. */
 void
 rl_arg_key(text *key, const char **bytes, int *len)
@@ -135,11 +146,7 @@ rl_arg_key(text *key, const char **bytes, int *len)
 	*bytes = VARDATA_ANY(key);
 	*len = VARSIZE_ANY_EXHDR(key);
 	if (*len > RL_MAX_KEY_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("\"key\" is too long (%d bytes)", *len),
-				 errdetail("Keys may be at most %d bytes long.",
-						   RL_MAX_KEY_LEN)));
+		rl_arg_key_too_long(*len);
 }
 
 /*

@@ -20,6 +20,7 @@ extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							const char *name);
 extern RlAlgo rl_arg_algo(text *name);
 extern void rl_arg_key(text *key, const char **bytes, int *len);
+extern void rl_arg_key_too_long(int len);
 extern void rl_args_init(void);
 extern const pg_tz *rl_arg_time_zone_setting(void);
 extern const pg_tz *rl_arg_time_zone(const char *name);

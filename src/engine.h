@@ -103,6 +103,8 @@ typedef struct RlRequest
 	int			nlimits;		/* the policy's other limits (the policy
 								 * cache's), decided with this one */
 	const RlExtraLimit *limits;
+	struct RlStatsHandle *stats;	/* where its decisions are counted, found
+									 * once (a policy's); NULL: by identity */
 } RlRequest;
 
 static inline void

@@ -71,7 +71,7 @@ reset_key(FunctionCallInfo fcinfo, bool has_policy)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("pass either \"algo\" or \"policy\", not both")));
-		rl_policy_args(fcinfo, 0, 2, -1, -1, &req);
+		rl_policy_args(fcinfo, NULL, NULL, 0, 2, -1, -1, &req);
 		all_algos = false;
 	}
 	else

@@ -119,6 +119,8 @@ static Oid	policy_relid = InvalidOid;
 static Oid	override_relid = InvalidOid;
 static Oid	limit_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
+static uint32 policy_generation = 0;	/* the cache's, new at each reload
+										 * (RlPolicyRef) */
 static bool callback_registered = false;
 
 /* the validation trigger's columns, for the table validate_relid */
@@ -284,6 +286,8 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 						NAMEDATALEN - 1)));
 	memset(pol->name, 0, NAMEDATALEN);
 	memcpy(pol->name, VARDATA_ANY(name), len);
+	pol->namelen = len;
+	pol->stats = (RlStatsHandle) RL_STATS_HANDLE_INIT;
 
 	if (nulls[PCOL_ALGO] || nulls[PCOL_LIMIT] || nulls[PCOL_PER] ||
 		nulls[PCOL_COST] || nulls[PCOL_SHADOW])
@@ -452,6 +456,7 @@ policy_reload(void)
 	ctl.hcxt = policy_context;
 	policy_cache = hash_create("ratelimit policies", 64, &ctl,
 							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	policy_generation++;
 	policy_cache_valid = true;
 
 	initStringInfo(&query);
@@ -601,6 +606,17 @@ rl_policy_any_remote(void)
 	return any;
 }
 
+/* An unknown policy's error (42704). */
+void
+rl_policy_missing(const char *name, int len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("rate-limit policy \"%s\" does not exist",
+					pnstrdup(name, len)),
+			 errhint("Policies are the rows of table rl_policy.")));
+}
+
 /*
  * The policy of that name; an unknown name is an error (42704).
  */
@@ -611,12 +627,31 @@ rl_policy_get(text *name)
 										 VARSIZE_ANY_EXHDR(name));
 
 	if (pol == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("rate-limit policy \"%s\" does not exist",
-						text_to_cstring(name)),
-				 errhint("Policies are the rows of table rl_policy.")));
+		rl_policy_missing(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
 	return pol;
+}
+
+/*
+ * The policy of that name, as rl_policy_find, remembered in ref: while the
+ * cache is the one ref's policy was found in and the name is the same,
+ * that policy is returned without a lookup (the table's changes are taken
+ * in first, as every lookup does).  NULL if there is no such policy.
+ */
+const RlPolicy *
+rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
+{
+	policy_cache_ready();
+	if (likely(ref->pol != NULL && ref->generation == policy_generation &&
+			   ref->len == len && memcmp(ref->name, name, len) == 0))
+		return ref->pol;
+	ref->pol = NULL;
+	if (len >= NAMEDATALEN)
+		return NULL;
+	ref->pol = rl_policy_find(name, len);
+	ref->generation = policy_generation;
+	ref->len = len;
+	memcpy(ref->name, name, len);
+	return ref->pol;
 }
 
 /*
