@@ -21,6 +21,7 @@ OBJS = \
 	src/redis_cluster.o \
 	src/redis_script.o \
 	src/redis_batch.o \
+	src/redis_refund.o \
 	src/redis_engine.o \
 	src/stats.o \
 	src/refund.o \

@@ -25,7 +25,11 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 #include "redis_int.h"
@@ -33,8 +37,12 @@
 /* the generation of the connection settings the leases were taken under */
 static uint64 leases_generation = 0;
 
+/* ratelimit.redis_reset_timeout: rl_reset_all's time in Redis, at most */
+static int	rl_redis_reset_timeout = 60000; /* ms */
+
 /*
- * Define the Redis engine's settings (from _PG_init), its parts' each.
+ * Define the Redis engine's settings (from _PG_init), its parts' each,
+ * and its own.
  */
 void
 rl_redis_init(void)
@@ -43,6 +51,14 @@ rl_redis_init(void)
 	rl_redis_script_init();
 	rl_redis_breaker_init();
 	rl_batch_init();
+
+	DefineCustomIntVariable("ratelimit.redis_reset_timeout",
+							"Longest time rl_reset_all may spend scanning and clearing Redis.",
+							NULL,
+							&rl_redis_reset_timeout,
+							60000, 1, 86400000,
+							PGC_SUSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 }
 
 /*
@@ -77,48 +93,29 @@ redis_validate(const RlRequest *req)
 }
 
 /*
- * Run the request's decision script with parameters p, or with a receipt
- * its refund script.  Returns the reply (its node's until the node's next
- * exchange) and the node, or NULL with the call's status set.
+ * Run the request's decision script with parameters p.  Returns the reply
+ * (its node's until the node's next exchange) and the node, or NULL with
+ * the call's status set.
  */
 static redisReply *
 script_run(RlRedisCall *call, const RlRequest *req, const RlParams *p,
-		   const RlReceipt *refund, RlRedisNode **node)
+		   RlRedisNode **node)
 {
 	const RlRedisScript *script;
 	StringInfoData hkey;
 	StringInfoData lkey;
 	RlScriptArgs args;
-	const char *argv[12];
-	size_t		argvlen[12];
-	int			argc = 0;
-	int			i;
+	const char *argv[RL_SCRIPT_ARGV];
+	size_t		argvlen[RL_SCRIPT_ARGV];
+	int			argc;
 	redisReply *r;
 
-	script = rl_redis_script(refund != NULL ? RL_SCRIPT_REFUND :
-							 RL_SCRIPT_DECIDE, req->algo);
+	script = rl_redis_script(RL_SCRIPT_DECIDE, req->algo);
 	rl_redis_key_names(&hkey, &lkey, req->dbid, req->algo, req->key,
 					   req->keylen);
-	rl_redis_script_args(req, p, refund, &args);
-
-	argv[argc] = "EVALSHA";
-	argvlen[argc++] = 7;
-	argv[argc] = script->sha;
-	argvlen[argc++] = strlen(script->sha);
-	argv[argc] = rl_redis_nkeys(req->algo) == 2 ? "2" : "1";
-	argvlen[argc++] = 1;
-	argv[argc] = hkey.data;
-	argvlen[argc++] = hkey.len;
-	if (rl_redis_nkeys(req->algo) == 2)
-	{
-		argv[argc] = lkey.data;
-		argvlen[argc++] = lkey.len;
-	}
-	for (i = 0; i < args.argc; i++)
-	{
-		argv[argc] = args.argv[i];
-		argvlen[argc++] = args.len[i];
-	}
+	rl_redis_script_args(req, p, NULL, &args);
+	argc = rl_redis_script_command(script, req->algo, &hkey, &lkey, &args,
+								   argv, argvlen);
 
 	r = rl_redis_key_command(call, rl_redis_slot(hkey.data, hkey.len), argc,
 							 argv, argvlen, script->text, node);
@@ -148,7 +145,7 @@ exact_decide(const RlRequest *req, const RlParams *p, RlOutcome *out,
 
 	rl_redis_count(RL_REDIS_CALLS);
 	rl_redis_call_begin(&call);
-	r = script_run(&call, req, p, NULL, &node);
+	r = script_run(&call, req, p, &node);
 	if (r != NULL && !rl_redis_reply_outcome(r, out, &time, &incarnation))
 	{
 		rl_redis_reply_failed(&call, node, "the decision script", r);
@@ -388,47 +385,35 @@ redis_decide_all(const RlRequest *reqs, int n, int64 now,
  * engine refund: give back what a receipt recorded.  A lease's goes back
  * to the lease.  A remote one runs the algorithm's refund script, which
  * gives back only where the units still count and only to the
- * incarnation the decision consumed from; it is not sent while the
- * breaker is open, and when Redis cannot take it in time the units stay
- * consumed (false; a warning says why, at the bounded rate of failed
- * calls, and the breaker opens).  Never called inside an abort: the refund
- * tracker queues remote refunds (RL_RECEIPT_REMOTE) and sends them after
- * the transaction.
+ * incarnation the decision consumed from (redis_refund.c, as a flush of
+ * one).  False when it was not made: the breaker open, or Redis not
+ * taking it in time (the units stay consumed; a warning says why, at the
+ * bounded rate of failed calls, and the breaker opens).  Never called
+ * inside an abort: the refund tracker queues remote refunds
+ * (RL_RECEIPT_REMOTE) and sends them after the transaction
+ * (redis_refund_queued).
  */
 static bool
 redis_refund(const RlRequest *req, const RlReceipt *receipt)
 {
-	RlRedisCall call;
-	RlRedisNode *node;
-	redisReply *r;
-
 	if (!(receipt->flags & RL_RECEIPT_REMOTE))
 	{
 		rl_batch_refund(req, receipt);
 		return true;
 	}
-	if (rl_redis_breaker_open())
-	{
-		rl_redis_count(RL_REDIS_REFUNDS_DROPPED);
-		return false;
-	}
 	engine_ready();
-	rl_redis_call_begin(&call);
-	r = script_run(&call, req, &receipt->params, receipt, &node);
-	if (r != NULL && r->type != REDIS_REPLY_INTEGER)
-	{
-		rl_redis_reply_failed(&call, node, "the refund script", r);
-		r = NULL;
-	}
-	if (r == NULL)
-	{
-		rl_redis_count(RL_REDIS_REFUNDS_DROPPED);
-		rl_redis_failed(&call, false);
-		return false;
-	}
-	rl_redis_node_release(node);
-	rl_redis_count(RL_REDIS_REFUNDS_SENT);
-	return true;
+	return rl_redis_refund_many(req, receipt, 1) == 1;
+}
+
+/*
+ * engine refund_queued: the refunds an abort queued, sent together after
+ * the transaction: one deadline for all, pipelined (redis_refund.c).
+ */
+static void
+redis_refund_queued(const RlRequest *reqs, const RlReceipt *receipts, int n)
+{
+	engine_ready();
+	(void) rl_redis_refund_many(reqs, receipts, n);
 }
 
 /*
@@ -505,36 +490,6 @@ redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 }
 
 /*
- * Send one command to a node for an administrator's command, and return
- * its reply (the node's until its next exchange).  An ERROR if the node
- * cannot be reached in time or answers an error.
- */
-static redisReply *
-admin_command(RlRedisNode *node, int argc, const char **argv,
-			  const size_t *argvlen, const char *what)
-{
-	RlRedisCall call;
-	bool		fresh;
-	redisReply *r = NULL;
-
-	rl_redis_call_begin(&call);
-	if (rl_redis_node_connect(node, &call,
-							  rl_redis_deadline(&call, rl_redis_connect_timeout),
-							  &fresh))
-		r = rl_redis_node_command(node, argc, argv, argvlen, &call,
-								  GetCurrentTimestamp() +
-								  (int64) rl_redis_command_timeout * 1000);
-	if (r != NULL && r->type == REDIS_REPLY_ERROR)
-	{
-		rl_redis_reply_failed(&call, node, argv[0], r);
-		r = NULL;
-	}
-	if (r == NULL)
-		admin_failed(&call, what);
-	return r;
-}
-
-/*
  * SCAN pattern of the states to drop: rl:{<namespace>:*, glob characters
  * of the namespace escaped; the database's rl:{<oid>:*, or every
  * database's rl:{[0-9]*.
@@ -566,74 +521,206 @@ reset_pattern(Oid dbid)
 }
 
 /*
- * Drop, on one node, the keys matching the pattern: SCAN it and UNLINK each
- * key found, one per UNLINK (in a cluster the keys span slots).  The keys
- * of a SCAN reply are copied out before the next command (which frees the
- * reply): an ERROR anywhere leaks nothing.  Returns the states dropped (a
- * state's hash ends with its hash tag; a log's list goes with its state).
+ * A SCAN cursor: Redis's are unsigned 64-bit decimal numbers.  False if
+ * the text is not one.
+ */
+static bool
+scan_cursor(const redisReply *r, uint64 *cursor)
+{
+	size_t		i;
+
+	*cursor = 0;
+	if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 20)
+		return false;
+	for (i = 0; i < r->len; i++)
+		if (r->str[i] < '0' || r->str[i] > '9' ||
+			pg_mul_u64_overflow(*cursor, 10, cursor) ||
+			pg_add_u64_overflow(*cursor, r->str[i] - '0', cursor))
+			return false;
+	return true;
+}
+
+/*
+ * Raise rl_reset_all's ERROR, saying why the call failed, or, once past its
+ * deadline (whichever step ran into it), that it took too long.
+ */
+static void
+reset_failed(RlRedisCall *call, RlRedisNode *node)
+{
+	if (GetCurrentTimestamp() >= call->deadline)
+		rl_redis_call_failed(call, "scanning Redis at %s:%d took longer than \"ratelimit.redis_reset_timeout\" (%d ms)",
+							 node->host, node->port, rl_redis_reset_timeout);
+	admin_failed(call, "reset every state");
+}
+
+/*
+ * Send the commands appended to the node's context and read n replies,
+ * each to consume, within the reset's deadline; an ERROR if the node
+ * cannot be reached in time.
+ */
+static void
+admin_pipeline(RlRedisCall *call, RlRedisNode *node, int n,
+			   void (*consume) (redisReply *r, int i, void *arg), void *arg)
+{
+	bool		io;
+
+	if (!rl_redis_node_pipeline(node, n, call,
+								rl_redis_deadline(call, rl_redis_command_timeout),
+								&io, consume, arg))
+		reset_failed(call, node);
+}
+
+/* what reset_node learns from the replies of one round */
+typedef struct RlResetRound
+{
+	RlRedisCall *call;
+	RlRedisNode *node;
+	uint64		cursor;			/* SCAN's next cursor */
+	char	  **keys;			/* the keys SCAN found (copied out) */
+	size_t	   *lens;
+	size_t		nkeys;
+	const char *refused;		/* the command Redis refused, or NULL */
+	int64		dropped;		/* states UNLINK dropped */
+} RlResetRound;
+
+/* consume a SCAN reply: the cursor, and the keys copied out */
+static void
+scan_reply(redisReply *r, int i, void *arg)
+{
+	RlResetRound *round = (RlResetRound *) arg;
+	size_t		k;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		!scan_cursor(r->element[0], &round->cursor) ||
+		r->element[1]->type != REDIS_REPLY_ARRAY)
+	{
+		rl_redis_reply_failed(round->call, round->node, "SCAN", r);
+		round->refused = "SCAN";
+		return;
+	}
+	round->keys = palloc(sizeof(char *) * Max(r->element[1]->elements, 1));
+	round->lens = palloc(sizeof(size_t) * Max(r->element[1]->elements, 1));
+	for (k = 0; k < r->element[1]->elements; k++)
+	{
+		redisReply *key = r->element[1]->element[k];
+
+		if (key->type != REDIS_REPLY_STRING)
+			continue;
+		round->keys[round->nkeys] = palloc(key->len + 1);
+		memcpy(round->keys[round->nkeys], key->str, key->len);
+		round->lens[round->nkeys++] = key->len;
+	}
+}
+
+/*
+ * consume an UNLINK reply: a state's hash ends with its hash tag (a log's
+ * list goes with its state)
+ */
+static void
+unlink_reply(redisReply *r, int i, void *arg)
+{
+	RlResetRound *round = (RlResetRound *) arg;
+
+	if (r->type == REDIS_REPLY_ERROR && round->refused == NULL)
+	{
+		rl_redis_reply_failed(round->call, round->node, "UNLINK", r);
+		round->refused = "UNLINK";
+	}
+	else if (r->type == REDIS_REPLY_INTEGER && r->integer > 0 &&
+			 round->lens[i] > 0 && round->keys[i][round->lens[i] - 1] == '}')
+		round->dropped++;
+}
+
+/*
+ * Drop, on one node, the keys matching the pattern: SCAN it, and UNLINK
+ * the keys each SCAN found, one UNLINK per key (in a cluster the keys
+ * span slots) sent together in one exchange.  Bounded whatever the node
+ * answers: the reset's deadline (ratelimit.redis_reset_timeout) holds for
+ * the whole scan, each wait is interruptible, and a cursor the node has
+ * returned before (a scan going round in circles) is an ERROR.  Returns
+ * the states dropped.
  */
 static int64
-reset_node(RlRedisNode *node, const char *pattern)
+reset_node(RlRedisCall *call, RlRedisNode *node, const char *pattern)
 {
-	char		cursor[32] = "0";
+	HASHCTL		ctl;
+	HTAB	   *seen;
 	int64		dropped = 0;
+	RlResetRound round;
 
+	ctl.keysize = sizeof(uint64);
+	ctl.entrysize = sizeof(uint64);
+	ctl.hcxt = CurrentMemoryContext;
+	seen = hash_create("ratelimit SCAN cursors", 256, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	memset(&round, 0, sizeof(round));
 	do
 	{
+		char		cursor[24];
 		const char *scan[6] = {"SCAN", cursor, "MATCH", pattern,
 		"COUNT", "1000"};
 		size_t		scanlen[6];
-		redisReply *r;
-		char	  **keys;
-		size_t	   *lens;
-		size_t		nkeys = 0;
+		bool		fresh;
+		bool		found;
 		size_t		k;
 		int			j;
 
+		CHECK_FOR_INTERRUPTS();
+		if (GetCurrentTimestamp() >= call->deadline)
+			reset_failed(call, node);
+		snprintf(cursor, sizeof(cursor), UINT64_FORMAT, round.cursor);
 		for (j = 0; j < 6; j++)
 			scanlen[j] = strlen(scan[j]);
-		r = admin_command(node, 6, scan, scanlen, "reset every state");
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-			r->element[0]->type != REDIS_REPLY_STRING ||
-			r->element[0]->len >= sizeof(cursor) ||
-			r->element[1]->type != REDIS_REPLY_ARRAY)
+		round.call = call;
+		round.node = node;
+		round.nkeys = 0;
+		if (!rl_redis_node_connect(node, call,
+								   rl_redis_deadline(call, rl_redis_connect_timeout),
+								   &fresh))
+			reset_failed(call, node);
+		if (redisAppendCommandArgv(node->ctx, 6, scan, scanlen) != REDIS_OK)
+			elog(ERROR, "could not format SCAN");
+		admin_pipeline(call, node, 1, scan_reply, &round);
+		if (round.refused != NULL)
+			admin_failed(call, "reset every state");
+		if (round.cursor != 0)
 		{
-			RlRedisCall call;
-
-			rl_redis_call_begin(&call);
-			rl_redis_reply_failed(&call, node, "SCAN", r);
-			admin_failed(&call, "reset every state");
-		}
-		strlcpy(cursor, r->element[0]->str, sizeof(cursor));
-		keys = palloc(sizeof(char *) * Max(r->element[1]->elements, 1));
-		lens = palloc(sizeof(size_t) * Max(r->element[1]->elements, 1));
-		for (k = 0; k < r->element[1]->elements; k++)
-		{
-			redisReply *key = r->element[1]->element[k];
-
-			if (key->type != REDIS_REPLY_STRING)
-				continue;
-			keys[nkeys] = palloc(key->len + 1);
-			memcpy(keys[nkeys], key->str, key->len);
-			lens[nkeys++] = key->len;
+			(void) hash_search(seen, &round.cursor, HASH_ENTER, &found);
+			if (found)
+			{
+				rl_redis_call_failed(call, "Redis at %s:%d returned the SCAN cursor " UINT64_FORMAT " twice",
+									 node->host, node->port, round.cursor);
+				admin_failed(call, "reset every state");
+			}
 		}
 
-		for (k = 0; k < nkeys; k++)
+		if (round.nkeys > 0)
 		{
-			const char *unlink[2] = {"UNLINK", keys[k]};
-			size_t		unlinklen[2] = {6, lens[k]};
+			for (k = 0; k < round.nkeys; k++)
+			{
+				const char *unlink[2] = {"UNLINK", round.keys[k]};
+				size_t		unlinklen[2] = {6, round.lens[k]};
 
-			r = admin_command(node, 2, unlink, unlinklen,
-							  "reset every state");
-			if (r->type == REDIS_REPLY_INTEGER && r->integer > 0 &&
-				lens[k] > 0 && keys[k][lens[k] - 1] == '}')
-				dropped++;
-			pfree(keys[k]);
+				if (redisAppendCommandArgv(node->ctx, 2, unlink,
+										   unlinklen) != REDIS_OK)
+					elog(ERROR, "could not format UNLINK");
+			}
+			admin_pipeline(call, node, (int) round.nkeys, unlink_reply,
+						   &round);
+			if (round.refused != NULL)
+				admin_failed(call, "reset every state");
+			for (k = 0; k < round.nkeys; k++)
+				pfree(round.keys[k]);
 		}
-		pfree(keys);
-		pfree(lens);
-	} while (strcmp(cursor, "0") != 0);
-	rl_redis_node_release(node);
+		if (round.keys != NULL)
+		{
+			pfree(round.keys);
+			pfree(round.lens);
+			round.keys = NULL;
+		}
+	} while (round.cursor != 0);
+	dropped = round.dropped;
+	hash_destroy(seen);
 	return dropped;
 }
 
@@ -642,7 +729,8 @@ reset_node(RlRedisNode *node, const char *pattern)
  * database) in Redis: each master is scanned for the keys of the
  * namespace.  With ratelimit.redis_namespace set, the namespace is what
  * the keys are named by, so it is the namespace's states that go.  An
- * ERROR if Redis cannot be reached in time, as for a reset.
+ * ERROR if Redis cannot be reached in time, or the whole takes longer
+ * than ratelimit.redis_reset_timeout, as for a reset.
  */
 static int64
 redis_reset_all(Oid dbid)
@@ -657,12 +745,14 @@ redis_reset_all(Oid dbid)
 	rl_redis_call_begin(&call);
 	if (!rl_redis_topology(&call))
 		admin_failed(&call, "reset every state");
+	call.deadline = GetCurrentTimestamp() +
+		(int64) rl_redis_reset_timeout * 1000;
 	pattern = reset_pattern(dbid);
 	masters = palloc(sizeof(bool) * RL_REDIS_MAX_NODES);
 	rl_redis_masters(masters);
 	for (i = 0; i < rl_redis_nnodes(); i++)
 		if (masters[i])
-			dropped += reset_node(rl_redis_node(i), pattern);
+			dropped += reset_node(&call, rl_redis_node(i), pattern);
 	pfree(masters);
 	pfree(pattern);
 	return dropped;
@@ -682,6 +772,7 @@ const RlEngine rl_redis_engine = {
 	.decide_all = redis_decide_all,
 	.peek = NULL,				/* a look writes the key's latest time */
 	.refund = redis_refund,
+	.refund_queued = redis_refund_queued,
 	.refunds_noted = redis_refunds_noted,
 	.reset = redis_reset,
 	.reset_all = redis_reset_all,
