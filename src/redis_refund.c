@@ -151,6 +151,7 @@ pipe_node(RlRedisCall *call, RlRefundItem **items, int n, bool *again,
 	pipe.sent = items;
 	pipe.call = call;
 	pipe.node = node;
+
 	/*
 	 * The scripts are loaded first for a pipeline of several: after a
 	 * restart each refund would otherwise meet NOSCRIPT and go alone.  One
