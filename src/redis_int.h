@@ -206,16 +206,22 @@ typedef struct RlRedisScript
 /* A script's ARGV for one call (see src/lua/prelude.lua) */
 typedef struct RlScriptArgs
 {
-	char		num[6][24];		/* at, limit, per, cost, burst, and for a
-								 * refund the incarnation */
-	const char *argv[7];		/* at ... burst, the TTL slack, and for a
-								 * refund the incarnation */
-	size_t		len[7];
-	int			argc;			/* 6, 7 for a refund */
+	char		num[10][24];	/* at, limit, per, cost, burst, for a
+								 * refund the incarnation, then a calendar
+								 * period's four bounds */
+	const char *argv[11];		/* at ... burst, the TTL slack, the
+								 * incarnation ('' for a decision with
+								 * bounds), the bounds */
+	size_t		len[11];
+	int			argc;			/* 6, 7 for a refund, 11 with bounds */
+	char		nargs[4];		/* argc, in decimal (the all script) */
 } RlScriptArgs;
 
-/* places of a script command's argv (rl_redis_script_command) */
-#define RL_SCRIPT_ARGV		12
+/*
+ * places of a script command's argv (rl_redis_script_command): EVALSHA,
+ * the SHA1, the number of keys, two keys, RlScriptArgs's eleven
+ */
+#define RL_SCRIPT_ARGV		16
 
 extern void rl_redis_script_init(void);
 extern const RlRedisScript *rl_redis_script(RlScript kind, RlAlgo algo);

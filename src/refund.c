@@ -42,20 +42,16 @@
  * given back twice.  (Giving back is the engines', called here directly
  * through the engine table: the store takes a partition lock.)
  *
- * A refund that is a network round trip (a receipt RL_RECEIPT_REMOTE:
- * Redis's) is never made inside an abort, where waiting on a socket could
- * hang it and nothing may raise an error: its amount is queued, and the
- * whole queue is sent after the transaction, at the session's next call
- * that reaches an engine (the dispatcher calls rl_refund_flush) or, best
- * effort, as the session exits, in one call of the engine's refund_queued
- * (one deadline for all).  The queue is bounded (RL_REFUND_QUEUE_MAX
- * refunds): beyond it the oldest calls' refunds are dropped, and counted
- * (the engine's refunds_noted; rl_redis_info shows them).
- *
- * Each transaction's tracking lives in a context of its own, "ratelimit
- * refunds", under TopMemoryContext, deleted when the transaction ends, or,
- * if refunds of it are still queued, when they have been sent.  No shared
- * state of its own: refunds go through the engines' own locking.
+ * A refund that is a network round trip (RL_RECEIPT_REMOTE: Redis's) is
+ * never made inside an abort, where a socket could hang it and nothing may
+ * raise an error: its amount is queued, and the queue sent after the
+ * transaction (at the session's next call that reaches an engine, or as it
+ * exits) in one call of the engine's refund_queued (one deadline for all).
+ * Past RL_REFUND_QUEUE_MAX refunds the oldest calls' are dropped, and
+ * counted (refunds_noted).  Each transaction's tracking lives in a context
+ * of its own ("ratelimit refunds", under TopMemoryContext), deleted when
+ * the transaction ends or, with refunds of it queued, once they are sent.  No shared state of its
+ * own: refunds go through the engines' own locking.
  *
  *-------------------------------------------------------------------------
  */
@@ -64,10 +60,9 @@
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "common/int.h"
+#include "storage/ipc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
-
-#include "storage/ipc.h"
 
 #include "algo_common.h"
 #include "refund.h"
@@ -291,7 +286,15 @@ same_refund(const RlTarget *target, const RlParams *p, int64 t, int64 u)
 	switch (rl_algo(target->id.algo)->refund_grain)
 	{
 		case RL_GRAIN_WINDOW:
-			return rl_floor_div(t, p->per) == rl_floor_div(u, p->per);
+			{
+				int64		ts,
+							us,
+							end;
+
+				rl_window_bounds(p, t, &ts, &end);
+				rl_window_bounds(p, u, &us, &end);
+				return ts == us;
+			}
 		case RL_GRAIN_NONE:
 			return true;
 		case RL_GRAIN_EXACT:
@@ -330,7 +333,8 @@ spent_add(RlAmount *a, int64 t, int64 cost, bool no_oom)
 static bool
 same_params(const RlParams *p, const RlParams *q)
 {
-	return p->limit == q->limit && p->per == q->per && p->burst == q->burst;
+	return p->limit == q->limit && p->per == q->per && p->burst == q->burst &&
+		rl_period_equal(&p->period, &q->period);
 }
 
 /* The level of the current (sub)transaction, made if it has none. */
@@ -394,11 +398,10 @@ amount_for(RlTarget *target, const RlParams *p)
 }
 
 /*
- * on_shmem_exit: send what is still queued, best effort.  Registered after
- * the callback that aborts a transaction left open, so its refunds are
- * queued by then.  Interrupts are held while exiting: the engine's one
- * deadline bounds the wait.  Never raises (an error here would make the
- * exit recurse): what cannot be sent is dropped, and counted.
+ * on_shmem_exit: send what is queued, best effort (registered after the
+ * callback that aborts a transaction left open).  Interrupts are held: the
+ * engine's one deadline bounds the wait.  Never raises (the exit would
+ * recurse): what cannot be sent is dropped, and counted.
  */
 static void
 refund_exit(int code, Datum arg)
@@ -595,8 +598,8 @@ level_refund(RlLevel *level)
 
 /*
  * Take an amount off the queue: to the free list if its transaction is the
- * current one; else its retired tracking, once none of it is queued, goes
- * on *done, freed after the refunds are sent (their keys live there).
+ * current one, else its retired tracking, once none of it is queued, to
+ * *done (freed after the refunds are sent: their keys live there).
  */
 static void
 amount_dequeue(RlAmount *a, RlBatch **done)
@@ -622,10 +625,9 @@ amount_dequeue(RlAmount *a, RlBatch **done)
 }
 
 /*
- * Send the queued refunds, outside any abort (the dispatcher, before a call
- * reaches an engine; the session's exit): each engine's in one call of its
- * refund_queued (one deadline for all), amounts oldest first, an amount's
- * pairs newest first.  The queue is emptied first: what a cancel
+ * Send the queued refunds, outside any abort (the dispatcher; the exit):
+ * each engine's in one refund_queued (one deadline for all), amounts oldest
+ * first, pairs newest first.  The queue is emptied first: what a cancel
  * interrupts is dropped (the engine counts it), never sent twice.
  */
 void
@@ -653,8 +655,7 @@ rl_refund_flush(void)
 		amount_dequeue(a, &done);
 	}
 	Assert(n == queue_pairs);
-	queue_head = NULL;
-	queue_tail = NULL;
+	queue_head = queue_tail = NULL;
 	queue_pairs = 0;
 	rl_refund_waiting = false;
 
