@@ -8,6 +8,7 @@ OBJS = \
 	src/algo_window.o \
 	src/algo_bucket.o \
 	src/algo_log.o \
+	src/algo_slots.o \
 	src/lua_scripts.o \
 	src/engine_table.o \
 	src/store.o \
@@ -15,6 +16,7 @@ OBJS = \
 	src/store_entry.o \
 	src/store_engine.o \
 	src/store_admin.o \
+	src/store_slots.o \
 	src/redis_breaker.o \
 	src/redis_reply.o \
 	src/redis_conn.o \
@@ -24,6 +26,7 @@ OBJS = \
 	src/redis_engine.o \
 	src/stats.o \
 	src/refund.o \
+	src/slots.o \
 	src/dispatch.o \
 	src/args.o \
 	src/policy.o \
@@ -46,11 +49,11 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate guide
+	refund_aggregate guide concurrency
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
-ISOLATION = concurrent_key policy_reload refund_after_reset
+ISOLATION = concurrent_key policy_reload refund_after_reset concurrency_wait
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

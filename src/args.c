@@ -46,9 +46,13 @@ rl_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("\"%s\" must not be null", name)));
 }
 
-/* Parse a non-null algorithm name argument. */
+/*
+ * Parse a non-null algorithm name argument.  An algorithm that holds slots
+ * (concurrency) is accepted only where slots_ok: a rate-limiting call
+ * would take a slot that nothing gives back.
+ */
 RlAlgo
-rl_arg_algo(text *name)
+rl_arg_algo(text *name, bool slots_ok)
 {
 	RlAlgo		algo;
 
@@ -57,6 +61,13 @@ rl_arg_algo(text *name)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown algorithm \"%s\"", text_to_cstring(name)),
 				 errhint("Valid algorithms are %s.", rl_algo_list(false))));
+	if (!slots_ok && rl_algo_holds(algo))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("algorithm \"%s\" limits calls in flight, not a rate",
+						rl_algo_name(algo)),
+				 errhint("Take a slot with rl_acquire(key, max_in_flight); valid algorithms here are %s.",
+						 rl_algo_list(false))));
 	return algo;
 }
 

@@ -17,7 +17,7 @@
 extern void rl_require_store(void);
 extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							const char *name);
-extern RlAlgo rl_arg_algo(text *name);
+extern RlAlgo rl_arg_algo(text *name, bool slots_ok);
 extern void rl_arg_key(text *key, const char **bytes, int *len);
 extern int64 rl_arg_per(const Interval *per);
 extern Interval *rl_per_interval(int64 per);

@@ -2,8 +2,9 @@
  *
  * functions.c
  *		The SQL-callable functions that decide: rl_allow, rl_check, their
- *		policy forms, rl_allow_all, rl_check_all, rl_wait.  Argument checks
- *		and results; the decisions are the dispatcher's.
+ *		policy forms, rl_allow_all, rl_check_all, rl_wait; rl_acquire and
+ *		rl_release (slots of a concurrency limit).  Argument checks and
+ *		results; the decisions are the dispatcher's.
  *
  * Every argument error is reported here, before any lock is taken, with a
  * SQLSTATE of class 22 and a message naming the argument (docs/reference.md
@@ -62,6 +63,8 @@ PG_FUNCTION_INFO_V1(rl_allow_all);
 PG_FUNCTION_INFO_V1(rl_check_all);
 PG_FUNCTION_INFO_V1(rl_wait);
 PG_FUNCTION_INFO_V1(rl_wait_policy);
+PG_FUNCTION_INFO_V1(rl_acquire);
+PG_FUNCTION_INFO_V1(rl_release);
 
 /*
  * Build the request from the arguments of rl_allow / rl_check / rl_wait,
@@ -82,7 +85,7 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 
 	rl_request_init(req);
 	rl_arg_key(PG_GETARG_TEXT_PP(ARG_KEY), &req->key, &req->keylen);
-	req->algo = rl_arg_algo(PG_GETARG_TEXT_PP(ARG_ALGO));
+	req->algo = rl_arg_algo(PG_GETARG_TEXT_PP(ARG_ALGO), false);
 	req->dbid = MyDatabaseId;
 
 	p->limit = PG_GETARG_INT64(ARG_LIMIT);
@@ -551,3 +554,69 @@ rl_wait_policy(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(2))));
 }
 
+
+/* ---- slots: concurrency limits ---- */
+
+/* A request for a slot of the key (argument 0) of a concurrency limit. */
+static void
+slot_request(FunctionCallInfo fcinfo, RlRequest *req)
+{
+	rl_require_store();
+	rl_arg_not_null(fcinfo, 0, "key");
+	rl_request_init(req);
+	rl_arg_key(PG_GETARG_TEXT_PP(0), &req->key, &req->keylen);
+	req->algo = RL_CONCURRENCY;
+	req->dbid = MyDatabaseId;
+	req->params.limit = 1;
+	req->params.per = 1;		/* time plays no part */
+	req->params.cost = 1;
+	req->params.burst = 1;
+}
+
+/*
+ * rl_acquire(key, max_in_flight, hold DEFAULT 'transaction', max_wait
+ * DEFAULT '0') returns boolean: take a slot of the key, held until the
+ * transaction ends ('transaction') or the session does ('session'), or
+ * until rl_release; wait for one at most max_wait.
+ */
+Datum
+rl_acquire(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+	const char *hold;
+	bool		session;
+
+	slot_request(fcinfo, &req);
+	rl_arg_not_null(fcinfo, 1, "max_in_flight");
+	rl_arg_not_null(fcinfo, 2, "hold");
+	rl_arg_not_null(fcinfo, 3, "max_wait");
+	req.params.limit = PG_GETARG_INT64(1);
+	rl_arg_positive(req.params.limit, "max_in_flight");
+	req.params.burst = req.params.limit;
+	hold = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (strcmp(hold, "transaction") == 0)
+		session = false;
+	else if (strcmp(hold, "session") == 0)
+		session = true;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"hold\" must be \"transaction\" or \"session\", not \"%s\"",
+						hold)));
+	PG_RETURN_BOOL(rl_acquire_slot(&req,
+								   max_wait_arg(PG_GETARG_INTERVAL_P(3)),
+								   session));
+}
+
+/*
+ * rl_release(key) returns boolean: give back this session's slot of the
+ * key now, however it is held; false if it holds none.
+ */
+Datum
+rl_release(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+
+	slot_request(fcinfo, &req);
+	PG_RETURN_BOOL(rl_release_slot(&req));
+}

@@ -48,6 +48,8 @@ PG_FUNCTION_INFO_V1(rl_stats);
 PG_FUNCTION_INFO_V1(rl_stats_reset);
 PG_FUNCTION_INFO_V1(rl_stats_info);
 PG_FUNCTION_INFO_V1(rl_keys);
+PG_FUNCTION_INFO_V1(rl_slots);
+PG_FUNCTION_INFO_V1(rl_held);
 
 /* ---- administration ---- */
 
@@ -80,7 +82,7 @@ reset_key(FunctionCallInfo fcinfo, bool has_policy)
 		rl_arg_key(PG_GETARG_TEXT_PP(0), &req.key, &req.keylen);
 		all_algos = PG_ARGISNULL(1);
 		if (!all_algos)
-			req.algo = rl_arg_algo(PG_GETARG_TEXT_PP(1));
+			req.algo = rl_arg_algo(PG_GETARG_TEXT_PP(1), true);
 	}
 	PG_RETURN_INT64(rl_reset_key(&req, all_algos));
 }
@@ -538,6 +540,72 @@ rl_keys(PG_FUNCTION_ARGS)
 		values[4] = TimestampTzGetDatum(rl_clock_timestamptz(img->last));
 		values[5] = TimestampTzGetDatum(rl_clock_timestamptz(reset_at));
 		values[7] = bytea_datum(key, keylen);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * rl_slots(all_databases DEFAULT false) returns setof (dbid, key,
+ * in_flight, waiting): the keys of concurrency limits whose slots are held
+ * or waited for, each read under its partition's shared lock.
+ */
+Datum
+rl_slots(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+	RlKeyImage *img = palloc(sizeof(RlKeyImage));
+	HTAB	   *dbs = NULL;
+	uint64		cursor = 0;
+
+	rl_require_store();
+	InitMaterializedSRF(fcinfo, 0);
+	while (rl_scan_keys(all_databases ? InvalidOid : MyDatabaseId, &cursor,
+						img))
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+		text	   *key;
+
+		if (!rl_algo_holds(img->algo) || rl_slots_idle(&img->state.slots))
+			continue;
+		key = text_from_db(source_db(img->dbid, &dbs), img->key, img->keylen);
+		values[0] = ObjectIdGetDatum(img->dbid);
+		values[1] = PointerGetDatum(key);
+		nulls[1] = key == NULL;
+		values[2] = Int64GetDatum(img->state.slots.held);
+		values[3] = Int64GetDatum(img->state.slots.waiting);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * rl_held() returns setof (key, hold, since): the slots this session
+ * holds, 'transaction' or 'session', and since when.
+ */
+Datum
+rl_held(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RlHeldSlot *held;
+	int			n;
+	int			i;
+
+	rl_require_store();
+	InitMaterializedSRF(fcinfo, 0);
+	n = rl_held_slots(&held);
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		values[0] = PointerGetDatum(cstring_to_text_with_len(held[i].key,
+															 held[i].keylen));
+		values[1] = CStringGetTextDatum(held[i].session ? "session" :
+										"transaction");
+		values[2] = TimestampTzGetDatum(rl_clock_timestamptz(held[i].since));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

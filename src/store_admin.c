@@ -212,6 +212,7 @@ rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img)
 			img->keylen = rl_store_key_copy(e, img->key);
 			img->last = e->last;
 			img->idle_at = e->idle_at;
+			img->state = e->st;
 			found = true;
 		}
 		LWLockRelease(&rl_locks[partno].lock);

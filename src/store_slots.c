@@ -1,0 +1,258 @@
+/*-------------------------------------------------------------------------
+ *
+ * store_slots.c
+ *		The shared-memory store's slots (a concurrency limit, engine.h's
+ *		acquire and release): taking a slot, the queue of the backends
+ *		waiting for one, and giving one back.
+ *
+ * A key's slots are an entry whose state is RL_STATE_SLOTS (algo_slots.c:
+ * slots held, backends waiting, tickets given out).  Who waits is kept
+ * apart, one RlSlotWaiter per PGPROC number: the entry (index and
+ * incarnation) it waits on, its ticket, the limit it asked under, and
+ * whether a slot was handed to it.  When a slot frees (a release, a
+ * waiter leaving, a waiter arriving to find one free), the queue is
+ * served: the waiter with the lowest ticket takes it if its limit allows,
+ * is marked granted and its latch is set, and so on while slots are free.
+ * A slot handed over never becomes free in between, so a call that does
+ * not wait cannot take it (and the algorithm refuses such calls while
+ * anyone waits).  The backend waits in the dispatcher, outside every
+ * lock, and polls its record when its latch is set.
+ *
+ * Locking: the key's partition lock, exclusively, for everything here;
+ * a waiter record is written under the partition lock of the entry it
+ * names, so the records a partition's holder reads for its entries are
+ * stable.  The latch of a granted waiter is set under the lock.  Nothing
+ * allocates, raises or does I/O under it.  Entries with slots held or
+ * waited for are never reclaimed or evicted (rl_store_pinned); a reset
+ * drops them, waking their waiters (store_entry.c), whose holders' later
+ * releases then give nothing back (the incarnation differs).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+
+#include "algo_common.h"
+#include "compat.h"
+#include "store_int.h"
+
+/* This backend's waiter record; checked against the table's size. */
+static RlSlotWaiter *
+my_waiter(void)
+{
+	int			procno = rl_my_procno();
+
+	if (procno < 0 || procno >= rl_store->nwaiters)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("this process cannot hold slots of a concurrency limit"),
+				 errdetail("Only client backends and background workers can.")));
+	return &rl_waiters[procno];
+}
+
+/* Idle again (nothing held, nobody queued), or never reclaimed. */
+static inline void
+entry_settle(RlEntry *e)
+{
+	e->idle_at = rl_slots_idle(&e->st.slots) ? e->last : RL_TIME_SATURATE;
+}
+
+/* The receipt of a slot of the entry, taken at time t. */
+static void
+slot_receipt(RlReceipt *r, const RlRequest *req, const RlEntry *e, int64 t)
+{
+	r->engine = RL_ENGINE_STORE;
+	r->flags = 0;
+	r->params = req->params;
+	r->time = t;
+	r->incarnation = e->incarnation;
+}
+
+/*
+ * Hand free slots of the entry to its waiters, lowest ticket first, while
+ * the first one's limit allows.  A count of waiters no record matches
+ * (cannot happen; a record is cleared with its count) is dropped, so that
+ * calls are not refused for a queue that is empty.
+ */
+static void
+queue_serve(RlEntry *e)
+{
+	RlSlotsState *s = &e->st.slots;
+	uint32		idx = entry_index(e);
+
+	while (s->waiting > 0)
+	{
+		int			first = -1;
+		int			i;
+
+		for (i = 0; i < rl_store->nwaiters; i++)
+		{
+			RlSlotWaiter *w = &rl_waiters[i];
+
+			if (w->entry == idx && w->incarnation == e->incarnation &&
+				!w->granted &&
+				(first < 0 || w->ticket < rl_waiters[first].ticket))
+				first = i;
+		}
+		if (first < 0)
+		{
+			s->waiting = 0;
+			break;
+		}
+		if (!rl_slots_grant(s, rl_waiters[first].limit))
+			break;
+		rl_waiters[first].granted = true;
+		SetLatch(&GetPGProcByNumber(first)->procLatch);
+	}
+}
+
+/*
+ * TRY or QUEUE: take a slot if one is free and nobody waits, or (QUEUE)
+ * join the queue.  The partition lock is held; call has the caller's
+ * owner.
+ */
+static RlSlotResult
+slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
+		  RlSlotWaiter *me, RlCall *call, RlReceipt *receipt)
+{
+	int64		t = req->at == RL_NO_TIME ? now : req->at;
+	bool		fresh = false;
+	RlOutcome	out;
+	RlEntry    *e;
+
+	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
+	if (e == NULL)
+	{
+		e = rl_store_create(slot, req, Min(now, t) - RL_RECLAIM_MARGIN, call);
+		if (e == NULL)
+		{
+			rl_store->parts[slot.partno].d.refused++;
+			pg_atomic_fetch_add_u64(&rl_owner_slots[call->owner].refused, 1);
+			return RL_SLOT_NO_ROOM;
+		}
+		fresh = true;
+	}
+	else if (t < e->last)
+		t = e->last;
+	e->last = t;
+	(void) rl_algo(req->algo)->decide(&e->st, fresh, t, t, &req->params,
+									  &out, NULL);
+	if (out.allowed)
+	{
+		slot_receipt(receipt, req, e, t);
+		entry_settle(e);
+		return RL_SLOT_TAKEN;
+	}
+	if (!queue)
+	{
+		entry_settle(e);
+		return RL_SLOT_BUSY;
+	}
+
+	me->ticket = rl_slots_enqueue(&e->st.slots);
+	me->limit = req->params.limit;
+	me->incarnation = e->incarnation;
+	me->granted = false;
+	me->entry = entry_index(e);
+	queue_serve(e);
+	entry_settle(e);
+	if (!me->granted)
+		return RL_SLOT_QUEUED;
+	me->entry = RL_NIL;
+	slot_receipt(receipt, req, e, t);
+	return RL_SLOT_TAKEN;
+}
+
+/*
+ * POLL or LEAVE, for a backend in a queue: has its slot come?  If not,
+ * LEAVE takes it out of the queue (and serves the queue: it may have been
+ * the first, waiting under a lower limit than those behind it).  The
+ * partition lock is held.
+ */
+static RlSlotResult
+slot_poll(const RlRequest *req, int64 now, RlSlotWaiter *me, bool leave,
+		  RlReceipt *receipt)
+{
+	RlEntry    *e;
+
+	if (me->entry == RL_NIL)
+		return RL_SLOT_BUSY;
+	e = &rl_entries[me->entry];
+	if (!(e->flags & RL_ENTRY_USED) || e->incarnation != me->incarnation)
+	{
+		me->entry = RL_NIL;
+		return RL_SLOT_GONE;
+	}
+	if (me->granted)
+	{
+		me->entry = RL_NIL;
+		slot_receipt(receipt, req, e, Max(now, e->last));
+		return RL_SLOT_TAKEN;
+	}
+	if (!leave)
+		return RL_SLOT_QUEUED;
+	me->entry = RL_NIL;
+	rl_slots_leave(&e->st.slots);
+	queue_serve(e);
+	entry_settle(e);
+	return RL_SLOT_BUSY;
+}
+
+/*
+ * engine acquire: see RlSlotOp.  The owner is found and the caller's
+ * record checked before the lock is taken.
+ */
+RlSlotResult
+rl_store_acquire(const RlRequest *req, RlSlotOp op, int64 now,
+				 RlReceipt *receipt)
+{
+	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
+									 req->keylen);
+	RlSlotWaiter *me = my_waiter();
+	LWLock	   *lock = &rl_locks[slot.partno].lock;
+	RlSlotResult result;
+	RlCall		call;
+
+	Assert(rl_algo_holds(req->algo));
+	receipt->engine = RL_ENGINE_NONE;
+	rl_store_call_init(&call, op <= RL_SLOT_QUEUE ?
+					   rl_owner_current(req->dbid) : 0);
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	call.held[slot.partno / 64] |= (uint64) 1 << (slot.partno % 64);
+	call.partno = slot.partno;
+	if (op <= RL_SLOT_QUEUE)
+		result = slot_take(req, slot, now, op == RL_SLOT_QUEUE, me, &call,
+						   receipt);
+	else
+		result = slot_poll(req, now, me, op == RL_SLOT_LEAVE, receipt);
+	LWLockRelease(lock);
+	return result;
+}
+
+/*
+ * engine release: give back the slot a receipt recorded, to the same
+ * incarnation of the key's state only, and hand it on to the first
+ * waiter.  Never raises.
+ */
+void
+rl_store_release(const RlRequest *req, const RlReceipt *receipt)
+{
+	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
+									 req->keylen);
+	LWLock	   *lock = &rl_locks[slot.partno].lock;
+	RlEntry    *e;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
+	if (e != NULL && e->incarnation == receipt->incarnation)
+	{
+		rl_algo(req->algo)->refund(&e->st, receipt->time, &receipt->params,
+								   receipt->params.cost, NULL);
+		queue_serve(e);
+		entry_settle(e);
+	}
+	LWLockRelease(lock);
+}
