@@ -286,16 +286,27 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'rl_acquire'
 LANGUAGE C VOLATILE;
 
+-- The same under a policy of algorithm 'concurrency' (its "limit").
+CREATE FUNCTION rl_acquire(
+	key text,
+	policy text,
+	hold text DEFAULT 'transaction',
+	max_wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_acquire_policy'
+LANGUAGE C VOLATILE;
+
 -- Give back this session's slot of the key now; false if it holds none.
-CREATE FUNCTION rl_release(key text)
+CREATE FUNCTION rl_release(key text, policy text DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'rl_release'
-LANGUAGE C VOLATILE STRICT;
+LANGUAGE C VOLATILE;
 
 -- The keys whose slots are held or waited for, in the store.
 CREATE FUNCTION rl_slots(
 	all_databases boolean DEFAULT false,
 	OUT dbid oid,
+	OUT policy text,
 	OUT key text,
 	OUT in_flight bigint,
 	OUT waiting bigint)
@@ -307,6 +318,7 @@ GRANT EXECUTE ON FUNCTION rl_slots(boolean) TO pg_monitor;
 
 -- The slots this session holds.
 CREATE FUNCTION rl_held(
+	OUT policy text,
 	OUT key text,
 	OUT hold text,
 	OUT since timestamptz)

@@ -185,13 +185,40 @@ rl_cost_check(RlAlgo algo, const RlParams *p)
 }
 
 /*
+ * A request (a policy's) used where its kind of algorithm is expected:
+ * slots by rl_acquire (slots true), rates by the rate-limiting functions.
+ */
+void
+rl_algo_check_use(RlAlgo algo, bool slots, const char *policy)
+{
+	if (rl_algo_holds(algo) == slots)
+		return;
+	if (slots)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("policy \"%s\" is not a concurrency limit", policy),
+				 errhint("rl_acquire takes policies of algorithm \"concurrency\".")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("policy \"%s\" is a concurrency limit, not a rate", policy),
+			 errhint("Take its slots with rl_acquire(key, policy => '%s').",
+					 policy)));
+}
+
+/*
  * Checks across the parameters of one algorithm: a burst only for the
- * buckets (the capacity defaults to the limit), and a cost that can fit.
- * Sets p->burst when it was not given.
+ * buckets (the capacity defaults to the limit), and a cost that can fit; a
+ * concurrency limit's holder takes one slot.  Sets p->burst when it was
+ * not given.
  */
 void
 rl_params_check(RlAlgo algo, RlParams *p, bool burst_given)
 {
+	if (rl_algo_holds(algo) && p->cost != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"cost\" of a concurrency limit must be 1"),
+				 errdetail("A transaction or a session holds one slot of a key.")));
 	if (!burst_given)
 		p->burst = p->limit;
 	else if (!rl_algo(algo)->has_burst)

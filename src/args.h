@@ -25,6 +25,7 @@ extern int64 rl_arg_at(TimestampTz at);
 extern void rl_arg_positive(int64 value, const char *name);
 extern void rl_arg_cost(int64 cost);
 extern void rl_cost_check(RlAlgo algo, const RlParams *p);
+extern void rl_algo_check_use(RlAlgo algo, bool slots, const char *policy);
 extern void rl_params_check(RlAlgo algo, RlParams *p, bool burst_given);
 
 #endif							/* RL_ARGS_H */

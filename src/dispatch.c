@@ -581,6 +581,7 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 	RlReceipt	receipt;
 	RlOutcome	out;
 	RlSlotResult r;
+	bool		shadowed;
 	int64		now;
 
 	if (rl_request_backend(req) != RL_BACKEND_LOCAL)
@@ -589,6 +590,8 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 				 errmsg("concurrency limits are kept in the shared-memory store only"),
 				 errhint("Set \"ratelimit.backend\" to \"local\" for these calls.")));
 	memset(&out, 0, sizeof(out));
+	if (req->shadow)
+		max_wait = 0;			/* a dry run never waits */
 	r = RL_SLOT_TAKEN;
 	if (!rl_slots_held(req, session))
 	{
@@ -604,8 +607,9 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 	}
 	out.allowed = r == RL_SLOT_TAKEN ||
 		(r == RL_SLOT_NO_ROOM && rl_request_fail_mode(req) != RL_FAIL_CLOSED);
-	rl_stats_count(req, &out, r == RL_SLOT_NO_ROOM, false);
-	return out.allowed;
+	shadowed = !out.allowed && req->shadow;
+	rl_stats_count(req, &out, r == RL_SLOT_NO_ROOM, shadowed);
+	return out.allowed || shadowed;
 }
 
 /*

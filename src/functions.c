@@ -64,6 +64,7 @@ PG_FUNCTION_INFO_V1(rl_check_all);
 PG_FUNCTION_INFO_V1(rl_wait);
 PG_FUNCTION_INFO_V1(rl_wait_policy);
 PG_FUNCTION_INFO_V1(rl_acquire);
+PG_FUNCTION_INFO_V1(rl_acquire_policy);
 PG_FUNCTION_INFO_V1(rl_release);
 
 /*
@@ -316,6 +317,7 @@ rl_allow_policy(PG_FUNCTION_ARGS)
 	RlDecision	d;
 
 	rl_policy_args(fcinfo, PARG_KEY, PARG_POLICY, PARG_AT, PARG_COST, &req);
+	rl_algo_check_use(req.algo, false, req.policy);
 	decide_direct(&req, &d);
 	PG_RETURN_BOOL(d.out.allowed);
 }
@@ -330,6 +332,7 @@ rl_check_policy(PG_FUNCTION_ARGS)
 	RlDecision	d;
 
 	rl_policy_args(fcinfo, PARG_KEY, PARG_POLICY, PARG_AT, PARG_COST, &req);
+	rl_algo_check_use(req.algo, false, req.policy);
 	decide_direct(&req, &d);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
@@ -386,6 +389,7 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 					 errmsg("\"keys\", \"policies\" and \"costs\" must not contain nulls")));
 		pol = rl_policy_get(DatumGetTextPP(policies[i]));
 		rl_policy_request(pol, DatumGetTextPP(keys[i]), &reqs[i]);
+		rl_algo_check_use(reqs[i].algo, false, reqs[i].policy);
 		if (costs != NULL)
 		{
 			reqs[i].params.cost = DatumGetInt64(costs[i]);
@@ -551,6 +555,7 @@ rl_wait_policy(PG_FUNCTION_ARGS)
 
 	rl_arg_not_null(fcinfo, 2, "max_wait");
 	rl_policy_args(fcinfo, 0, 1, NO_ARG, 3, &req);
+	rl_algo_check_use(req.algo, false, req.policy);
 	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(2))));
 }
 
@@ -574,25 +579,17 @@ slot_request(FunctionCallInfo fcinfo, RlRequest *req)
 }
 
 /*
- * rl_acquire(key, max_in_flight, hold DEFAULT 'transaction', max_wait
- * DEFAULT '0') returns boolean: take a slot of the key, held until the
- * transaction ends ('transaction') or the session does ('session'), or
- * until rl_release; wait for one at most max_wait.
+ * Take a slot for the request with the arguments hold (2) and max_wait (3)
+ * of both forms of rl_acquire.
  */
-Datum
-rl_acquire(PG_FUNCTION_ARGS)
+static bool
+acquire_args(FunctionCallInfo fcinfo, const RlRequest *req)
 {
-	RlRequest	req;
 	const char *hold;
 	bool		session;
 
-	slot_request(fcinfo, &req);
-	rl_arg_not_null(fcinfo, 1, "max_in_flight");
 	rl_arg_not_null(fcinfo, 2, "hold");
 	rl_arg_not_null(fcinfo, 3, "max_wait");
-	req.params.limit = PG_GETARG_INT64(1);
-	rl_arg_positive(req.params.limit, "max_in_flight");
-	req.params.burst = req.params.limit;
 	hold = text_to_cstring(PG_GETARG_TEXT_PP(2));
 	if (strcmp(hold, "transaction") == 0)
 		session = false;
@@ -603,20 +600,60 @@ rl_acquire(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"hold\" must be \"transaction\" or \"session\", not \"%s\"",
 						hold)));
-	PG_RETURN_BOOL(rl_acquire_slot(&req,
-								   max_wait_arg(PG_GETARG_INTERVAL_P(3)),
-								   session));
+	return rl_acquire_slot(req, max_wait_arg(PG_GETARG_INTERVAL_P(3)),
+						   session);
 }
 
 /*
- * rl_release(key) returns boolean: give back this session's slot of the
- * key now, however it is held; false if it holds none.
+ * rl_acquire(key, max_in_flight, hold DEFAULT 'transaction', max_wait
+ * DEFAULT '0') returns boolean: take a slot of the key, held until the
+ * transaction ends ('transaction') or the session does ('session'), or
+ * until rl_release; wait for one at most max_wait.
+ */
+Datum
+rl_acquire(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+
+	slot_request(fcinfo, &req);
+	rl_arg_not_null(fcinfo, 1, "max_in_flight");
+	req.params.limit = PG_GETARG_INT64(1);
+	rl_arg_positive(req.params.limit, "max_in_flight");
+	req.params.burst = req.params.limit;
+	PG_RETURN_BOOL(acquire_args(fcinfo, &req));
+}
+
+/*
+ * rl_acquire(key, policy, hold DEFAULT 'transaction', max_wait DEFAULT
+ * '0') returns boolean: the same under a policy of algorithm concurrency
+ * (its limit, backend, fail_mode; a shadow policy admits when full).
+ */
+Datum
+rl_acquire_policy(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+
+	rl_policy_args(fcinfo, 0, 1, NO_ARG, NO_ARG, &req);
+	rl_algo_check_use(req.algo, true, req.policy);
+	PG_RETURN_BOOL(acquire_args(fcinfo, &req));
+}
+
+/*
+ * rl_release(key, policy DEFAULT NULL) returns boolean: give back this
+ * session's slot of the key (under the policy) now, however it is held;
+ * false if it holds none.
  */
 Datum
 rl_release(PG_FUNCTION_ARGS)
 {
 	RlRequest	req;
 
-	slot_request(fcinfo, &req);
+	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
+	{
+		rl_policy_args(fcinfo, 0, 1, NO_ARG, NO_ARG, &req);
+		rl_algo_check_use(req.algo, true, req.policy);
+	}
+	else
+		slot_request(fcinfo, &req);
 	PG_RETURN_BOOL(rl_release_slot(&req));
 }

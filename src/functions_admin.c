@@ -546,7 +546,32 @@ rl_keys(PG_FUNCTION_ARGS)
 }
 
 /*
- * rl_slots(all_databases DEFAULT false) returns setof (dbid, key,
+ * Split a stored key into its policy's name (NULL for a direct call) and
+ * the key, as text of the database db (text_from_db).
+ */
+static void
+stored_key_values(const RlSourceDb *db, const char *bytes, int len,
+				  Datum *values, bool *nulls)
+{
+	const char *nul = memchr(bytes, '\0', len);
+	text	   *t;
+
+	nulls[0] = true;
+	if (nul != NULL)
+	{
+		t = text_from_db(db, bytes, (int) (nul - bytes));
+		values[0] = PointerGetDatum(t);
+		nulls[0] = t == NULL;
+		len -= (int) (nul + 1 - bytes);
+		bytes = nul + 1;
+	}
+	t = text_from_db(db, bytes, len);
+	values[1] = PointerGetDatum(t);
+	nulls[1] = t == NULL;
+}
+
+/*
+ * rl_slots(all_databases DEFAULT false) returns setof (dbid, policy, key,
  * in_flight, waiting): the keys of concurrency limits whose slots are held
  * or waited for, each read under its partition's shared lock.
  */
@@ -564,32 +589,31 @@ rl_slots(PG_FUNCTION_ARGS)
 	while (rl_scan_keys(all_databases ? InvalidOid : MyDatabaseId, &cursor,
 						img))
 	{
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
-		text	   *key;
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
 
 		if (!rl_algo_holds(img->algo) || rl_slots_idle(&img->state.slots))
 			continue;
-		key = text_from_db(source_db(img->dbid, &dbs), img->key, img->keylen);
 		values[0] = ObjectIdGetDatum(img->dbid);
-		values[1] = PointerGetDatum(key);
-		nulls[1] = key == NULL;
-		values[2] = Int64GetDatum(img->state.slots.held);
-		values[3] = Int64GetDatum(img->state.slots.waiting);
+		stored_key_values(source_db(img->dbid, &dbs), img->key, img->keylen,
+						  &values[1], &nulls[1]);
+		values[3] = Int64GetDatum(img->state.slots.held);
+		values[4] = Int64GetDatum(img->state.slots.waiting);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
 }
 
 /*
- * rl_held() returns setof (key, hold, since): the slots this session
- * holds, 'transaction' or 'session', and since when.
+ * rl_held() returns setof (policy, key, hold, since): the slots this
+ * session holds, 'transaction' or 'session', and since when.
  */
 Datum
 rl_held(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	RlHeldSlot *held;
+	HTAB	   *dbs = NULL;
 	int			n;
 	int			i;
 
@@ -598,14 +622,14 @@ rl_held(PG_FUNCTION_ARGS)
 	n = rl_held_slots(&held);
 	for (i = 0; i < n; i++)
 	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
 
-		values[0] = PointerGetDatum(cstring_to_text_with_len(held[i].key,
-															 held[i].keylen));
-		values[1] = CStringGetTextDatum(held[i].session ? "session" :
+		stored_key_values(source_db(MyDatabaseId, &dbs), held[i].key,
+						  held[i].keylen, values, nulls);
+		values[2] = CStringGetTextDatum(held[i].session ? "session" :
 										"transaction");
-		values[2] = TimestampTzGetDatum(rl_clock_timestamptz(held[i].since));
+		values[3] = TimestampTzGetDatum(rl_clock_timestamptz(held[i].since));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -573,6 +573,33 @@ row_key(const RlTriggerInfo *info, Relation rel, HeapTuple tuple)
 }
 
 /*
+ * A row under a concurrency limit: its transaction takes a slot of the
+ * row's key (one for all its rows of that key), without waiting, given
+ * back when the transaction ends; PT429 if none is free.
+ */
+static void
+enforce_slot(RlTriggerCall *call, const RlTriggerInfo *info,
+			 const RlPolicy *pol, const RlRequest *req, text *key)
+{
+	if (info->cost_plan != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trigger \"%s\" on table \"%s\" gives a cost, but policy \"%s\" is a concurrency limit",
+						call->tg->tgname, RelationGetRelationName(call->rel),
+						pol->name),
+				 errdetail("A transaction holds one slot of a key, whatever its rows.")));
+	if (!rl_acquire_slot(req, 0, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_RL_QUOTA_EXCEEDED),
+				 errmsg("concurrency limit reached for policy \"%s\"",
+						pol->name),
+				 errdetail("Key \"%s\" may be used by " INT64_FORMAT " transactions at once.",
+						   text_to_cstring(key), req->params.limit),
+				 errhint("Retry when one of them has ended."),
+				 errtable(call->rel)));
+}
+
+/*
  * Decide the row under the trigger's policy; PT429 if denied.
  */
 static void
@@ -593,6 +620,11 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 				 errhint("Policies are the rows of table rl_policy.")));
 	key = row_key(info, call->rel, tuple);
 	rl_policy_request(pol, key, &req);
+	if (rl_algo_holds(req.algo))
+	{
+		enforce_slot(call, info, pol, &req, key);
+		return;
+	}
 	if (info->cost_plan != NULL)
 	{
 		req.params.cost = row_cost(call, info, tuple);

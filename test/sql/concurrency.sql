@@ -108,9 +108,50 @@ SELECT algo, key, remaining FROM rl_keys() WHERE algo = 'concurrency';
 SELECT rl_release('c:k');
 SELECT algo, allowed >= 1 AS counted FROM rl_stats WHERE algo = 'concurrency';
 
+-- a policy of algorithm concurrency: rl_acquire(key, policy => ...)
+INSERT INTO rl_policy (name, algo, "limit") VALUES ('c_imports', 'concurrency', 2);
+BEGIN;
+SELECT rl_acquire('tenant:1', 'c_imports') AS under_policy;
+SELECT rl_acquire('tenant:1', 2) AS direct_is_another_key;
+SELECT policy, key, hold FROM rl_held() ORDER BY policy NULLS FIRST;
+SELECT policy, key, in_flight FROM rl_slots() ORDER BY policy NULLS FIRST;
+SELECT rl_release('tenant:1', policy => 'c_imports') AS released_policy_slot;
+SELECT policy, key FROM rl_held();
+COMMIT;
+-- a quota trigger under it: a transaction takes one slot per key, for all
+-- its rows (another transaction refused: concurrency_wait.spec)
+CREATE TABLE c_import (tenant int, n int);
+CREATE TRIGGER c_import_slots BEFORE INSERT ON c_import
+	FOR EACH ROW EXECUTE FUNCTION rl_enforce('c_imports', 'tenant');
+BEGIN;
+INSERT INTO c_import SELECT 1, n FROM generate_series(1, 10) n;
+INSERT INTO c_import VALUES (2, 1);
+SELECT policy, key, in_flight FROM rl_slots() ORDER BY key;
+COMMIT;
+SELECT count(*) AS slots_after_import FROM rl_slots();
+-- a cost expression makes no sense for it
+CREATE TRIGGER c_import_cost BEFORE INSERT ON c_import
+	FOR EACH ROW EXECUTE FUNCTION rl_enforce('c_imports', 'tenant', 'cost=n');
+INSERT INTO c_import VALUES (3, 1);
+DROP TABLE c_import;
+-- a concurrency policy is refused by the rate functions, and a rate
+-- policy by rl_acquire; its cost is 1
+SELECT rl_allow('k', 'c_imports');
+SELECT rl_check('k', 'c_imports');
+SELECT rl_wait('k', 'c_imports', max_wait => '0');
+SELECT rl_allow_all(ARRAY['k'], ARRAY['c_imports']);
+INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('c_rate', 'fixed_window', 1, '1 second');
+SELECT rl_acquire('k', 'c_rate');
+SELECT rl_release('k', 'c_rate');
+SELECT rl_acquire('k', 'c_missing');
+INSERT INTO rl_policy (name, algo, "limit", cost) VALUES ('c_cost', 'concurrency', 2, 2);
+INSERT INTO rl_policy (name, algo, "limit", burst) VALUES ('c_burst', 'concurrency', 2, 2);
+DELETE FROM rl_policy WHERE name IN ('c_imports', 'c_rate');
+
 -- bad arguments
 SELECT rl_acquire(NULL, 1);
-SELECT rl_acquire('c:x', NULL);
+SELECT rl_acquire('c:x', NULL::bigint);
+SELECT rl_acquire('c:x', NULL::text);
 SELECT rl_acquire('c:x', 0);
 SELECT rl_acquire('c:x', 1, 'forever');
 SELECT rl_acquire('c:x', 1, NULL);
@@ -119,7 +160,6 @@ SELECT rl_acquire('c:x', 1, max_wait => '1 month');
 SELECT rl_acquire(repeat('x', 5000), 1);
 -- the rate-limiting functions refuse the algorithm
 SELECT rl_allow('c:x', 'concurrency', 1, '1 second');
-INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('c_pol', 'concurrency', 1, '1 second');
 -- only the shared-memory store keeps slots
 SET ratelimit.backend = 'redis';
 SELECT rl_acquire('c:x', 1);
