@@ -4,7 +4,11 @@
 # session lasts across transactions until the session ends; a backend
 # ended by pg_terminate_backend gives back its slots and leaves the queue;
 # a backend killed with SIGKILL makes the postmaster reinitialize shared
-# memory, after which no slot is held.
+# memory, after which no slot is held.  Under 32 pgbench clients holding
+# slots of one key for random times, the holders never exceed the limit,
+# counted apart from the limiter (each holder takes a shared advisory lock
+# once it has its slot), and no slot is left held after the run, after
+# clients are terminated mid-run, or after a backend is killed.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -17,6 +21,7 @@ $node->init;
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'ratelimit'
 restart_after_crash = on
+max_connections = 60
 });
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
@@ -113,6 +118,94 @@ $kw->{run}->finish;
 ok($node->poll_query_until('postgres', 'SELECT 1', '1'), 'the server accepts connections after the crash');
 is(slots('kill'), '0/0', 'no slot is held after the crash');
 is($node->safe_psql('postgres', "SELECT rl_acquire('kill', 1)"), 't', 'and the key\'s slot can be taken');
+
+# ---- 32 clients holding slots for random times ----
+my $limit = 5;
+my $hold = $node->basedir . '/hold.sql';
+PostgreSQL::Test::Utils::append_to_file($hold, qq{
+\\set us random(0, 3000)
+BEGIN;
+SELECT pg_advisory_xact_lock_shared(83)
+	FROM (SELECT rl_acquire('stress', $limit, max_wait => '5 min') AS ok) s WHERE ok;
+SELECT pg_sleep(:us / 1000000.0);
+COMMIT;
+});
+$node->safe_psql('postgres', q{
+	CREATE FUNCTION sample(n int, OUT most_locks bigint, OUT most_slots bigint,
+						   OUT samples int)
+	LANGUAGE plpgsql AS $$
+	DECLARE
+		l bigint;
+		h bigint;
+	BEGIN
+		most_locks := 0;
+		most_slots := 0;
+		FOR samples IN 1 .. n LOOP
+			SELECT count(*) INTO l FROM pg_locks
+				WHERE locktype = 'advisory' AND objid = 83 AND granted;
+			SELECT coalesce(max(in_flight), 0) INTO h FROM rl_slots() WHERE key = 'stress';
+			most_locks := greatest(most_locks, l);
+			most_slots := greatest(most_slots, h);
+			PERFORM pg_sleep(0.001);
+		END LOOP;
+	END $$});
+
+# pgbench's clients holding slots, for the given time (or transactions)
+sub stress
+{
+	my (@limit) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[
+			'pgbench', '-n', '-c', '32', '-j', '2', @limit, '-f', $hold,
+			'-h', $node->host, '-p', $node->port, 'postgres'
+		],
+		'>', \$out, '2>', \$err);
+	return ($h, \$out, \$err);
+}
+
+# every slot held and clients waiting
+sub wait_full
+{
+	my ($what) = @_;
+	ok($node->poll_query_until('postgres', qq{
+		SELECT EXISTS (SELECT FROM rl_slots()
+					   WHERE key = 'stress' AND in_flight = $limit AND waiting > 0)}),
+		$what);
+}
+
+my ($pgb, $out, $err) = stress('-t', '100');
+wait_full('every slot held, clients waiting');
+my ($locks, $held, $samples) = split /\|/,
+  $node->safe_psql('postgres', 'SELECT * FROM sample(1000)');
+ok($locks >= 1 && $locks <= $limit,
+	"at most $limit holders at once, by their advisory locks ($locks, in $samples samples)");
+ok($held >= 1 && $held <= $limit, "and by rl_slots ($held)");
+ok($pgb->finish, 'pgbench ran') or diag($$err);
+like($$out, qr/number of transactions actually processed: 3200\b/, 'every transaction ran');
+wait_slots('stress', '0/0', 'no slot held after the run');
+
+# clients terminated mid-run give their slots back; the others go on
+($pgb, $out, $err) = stress('-T', '5');
+wait_full('a second run under way');
+is($node->safe_psql('postgres', q{
+	SELECT count(pg_terminate_backend(pid)) FROM (
+		SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 83 AND granted
+		LIMIT 3) h}), '3', 'three holders terminated');
+($locks, $held) = split /\|/, $node->safe_psql('postgres', 'SELECT * FROM sample(300)');
+ok($locks <= $limit && $held <= $limit, "still at most $limit holders ($locks, $held)");
+$pgb->finish;
+wait_slots('stress', '0/0', 'no slot held after clients were terminated');
+
+# a backend killed mid-run: the postmaster reinitializes shared memory
+($pgb, $out, $err) = stress('-T', '60');
+wait_full('a third run under way');
+my $victim = $node->safe_psql('postgres', q{
+	SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 83 AND granted LIMIT 1});
+kill 'KILL', $victim;
+$pgb->finish;
+ok($node->poll_query_until('postgres', 'SELECT 1', '1'), 'the server is back after the kill');
+is(slots('stress'), '0/0', 'no slot held after the crash');
 
 $node->stop;
 done_testing();
