@@ -103,7 +103,7 @@ chmod a+r "$tmp"/*.sql
 bench() {
 	as_pg "$bindir/pgbench" -n -M prepared -c "$1" -j 2 -T "$seconds" \
 		-h "$tmp" -p "$port" -f "$tmp/$2.sql" postgres 2>&1 |
-		sed -n 's/^tps = \([0-9.]*\).*/\1/p'
+		sed -n 's/^tps = \([0-9]*\).*/\1/p'
 }
 
 echo "== cost: $rounds rounds of ${seconds} s, 4 clients, 10,000 keys"
