@@ -309,7 +309,8 @@ CREATE FUNCTION rl_slots(
 	OUT policy text,
 	OUT key text,
 	OUT in_flight bigint,
-	OUT waiting bigint)
+	OUT waiting bigint,
+	OUT held_since timestamptz)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_slots'
 LANGUAGE C VOLATILE;

@@ -122,6 +122,8 @@ typedef struct RlKeyImage
 	int64		idle_at;		/* from then on its state is a new key's */
 	RlState		state;			/* the algorithm's state (a log's chain is
 								 * not the caller's to walk) */
+	int64		held_since;		/* slots: since when the longest-held one
+								 * is held (Unix us), or RL_NO_TIME */
 } RlKeyImage;
 
 /* a whole entry, for saving and restoring */

@@ -572,8 +572,9 @@ stored_key_values(const RlSourceDb *db, const char *bytes, int len,
 
 /*
  * rl_slots(all_databases DEFAULT false) returns setof (dbid, policy, key,
- * in_flight, waiting): the keys of concurrency limits whose slots are held
- * or waited for, each read under its partition's shared lock.
+ * in_flight, waiting, held_since): the keys of concurrency limits whose
+ * slots are held or waited for, and since when the longest-held slot is
+ * held, each read under its partition's shared lock.
  */
 Datum
 rl_slots(PG_FUNCTION_ARGS)
@@ -589,8 +590,8 @@ rl_slots(PG_FUNCTION_ARGS)
 	while (rl_scan_keys(all_databases ? InvalidOid : MyDatabaseId, &cursor,
 						img))
 	{
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, false};
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, true};
 
 		if (!rl_algo_holds(img->algo) || rl_slots_idle(&img->state.slots))
 			continue;
@@ -599,6 +600,11 @@ rl_slots(PG_FUNCTION_ARGS)
 						  &values[1], &nulls[1]);
 		values[3] = Int64GetDatum(img->state.slots.held);
 		values[4] = Int64GetDatum(img->state.slots.waiting);
+		if (img->held_since != RL_NO_TIME)
+		{
+			values[5] = TimestampTzGetDatum(rl_clock_timestamptz(img->held_since));
+			nulls[5] = false;
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -240,8 +240,12 @@ rl_store_startup(void)
 	rl_store->nwaiters = MaxBackends;
 	for (i = 0; i < MaxBackends; i++)
 	{
+		int			j;
+
 		memset(&rl_waiters[i], 0, sizeof(RlSlotWaiter));
 		rl_waiters[i].entry = RL_NIL;
+		for (j = 0; j < RL_HOLDS_SHOWN; j++)
+			rl_waiters[i].holds[j].entry = RL_NIL;
 	}
 	pg_atomic_init_u32(&rl_store->entry_dbs, 0);
 	pg_atomic_init_u32(&rl_store->block_dbs, 0);

@@ -112,10 +112,21 @@ typedef struct RlOwner
 	pg_atomic_uint64 refused;
 } RlOwner;
 
+/* slots a backend holds whose times rl_slots sees (the first so many) */
+#define RL_HOLDS_SHOWN		8
+
+/* A slot a backend holds, and since when; entry RL_NIL: none. */
+typedef struct RlSlotHold
+{
+	uint32		entry;
+	uint32		incarnation;
+	int64		since;			/* Unix us */
+} RlSlotHold;
+
 /*
- * A backend waiting for a slot (store_slots.c), one per PGPROC number.
- * Written under the partition lock of the entry waited on; entry is
- * RL_NIL when the backend waits for nothing.
+ * A backend's slots (store_slots.c), one record per PGPROC number: the
+ * slot it waits for (entry RL_NIL when none), and some of those it holds.
+ * Each part is written under the partition lock of the entry it names.
  */
 typedef struct RlSlotWaiter
 {
@@ -124,6 +135,7 @@ typedef struct RlSlotWaiter
 	int64		ticket;			/* its place in the entry's queue */
 	int64		limit;			/* the limit it asked under */
 	bool		granted;		/* a slot was handed to it */
+	RlSlotHold	holds[RL_HOLDS_SHOWN];
 } RlSlotWaiter;
 
 typedef struct RlStoreHeader
@@ -316,6 +328,7 @@ extern bool rl_store_pinned(const RlEntry *e);
 extern RlSlotResult rl_store_acquire(const RlRequest *req, RlSlotOp op,
 									 int64 now, RlReceipt *receipt);
 extern void rl_store_release(const RlRequest *req, const RlReceipt *receipt);
+extern int64 rl_store_held_since(const RlEntry *e);
 
 /* store_admin.c: the engine's members off the decisions' path */
 extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,

@@ -16,9 +16,12 @@
  * A slot handed over never becomes free in between, so a call that does
  * not wait cannot take it (and the algorithm refuses such calls while
  * anyone waits).  The backend waits in the dispatcher, outside every
- * lock, and polls its record when its latch is set.
+ * lock, and polls its record when its latch is set.  The record also
+ * notes the first RL_HOLDS_SHOWN slots the backend holds and since when,
+ * for rl_slots' longest hold.
  *
- * Locking: the key's partition lock, exclusively, for everything here;
+ * Locking: the key's partition lock, exclusively, for everything here
+ * (shared to read the notes of holds: rl_store_held_since);
  * a waiter record is written under the partition lock of the entry it
  * names, so the records a partition's holder reads for its entries are
  * stable.  The latch of a granted waiter is set under the lock.  Nothing
@@ -58,6 +61,25 @@ static inline void
 entry_settle(RlEntry *e)
 {
 	e->idle_at = rl_slots_idle(&e->st.slots) ? e->last : RL_TIME_SATURATE;
+}
+
+/*
+ * Note that the backend holds a slot of the entry since t, if it has room
+ * for it among those rl_slots sees.
+ */
+static void
+hold_note(RlSlotWaiter *me, const RlEntry *e, int64 t)
+{
+	int			i;
+
+	for (i = 0; i < RL_HOLDS_SHOWN; i++)
+		if (me->holds[i].entry == RL_NIL)
+		{
+			me->holds[i].incarnation = e->incarnation;
+			me->holds[i].since = t;
+			me->holds[i].entry = entry_index(e);
+			return;
+		}
 }
 
 /* The receipt of a slot of the entry, taken at time t. */
@@ -143,6 +165,7 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	if (out.allowed)
 	{
 		slot_receipt(receipt, req, e, t);
+		hold_note(me, e, t);
 		entry_settle(e);
 		return RL_SLOT_TAKEN;
 	}
@@ -163,6 +186,7 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 		return RL_SLOT_QUEUED;
 	me->entry = RL_NIL;
 	slot_receipt(receipt, req, e, t);
+	hold_note(me, e, t);
 	return RL_SLOT_TAKEN;
 }
 
@@ -190,6 +214,7 @@ slot_poll(const RlRequest *req, int64 now, RlSlotWaiter *me, bool leave,
 	{
 		me->entry = RL_NIL;
 		slot_receipt(receipt, req, e, Max(now, e->last));
+		hold_note(me, e, receipt->time);
 		return RL_SLOT_TAKEN;
 	}
 	if (!leave)
@@ -235,7 +260,10 @@ rl_store_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 /*
  * engine release: give back the slot a receipt recorded, to the same
  * incarnation of the key's state only, and hand it on to the first
- * waiter.  Never raises.
+ * waiter.  The holder's note of it goes, whether the state is still
+ * there or not (its entry is in the key's partition either way).  Called
+ * by the holder only, which has a record (it took the slot).  Never
+ * raises.
  */
 void
 rl_store_release(const RlRequest *req, const RlReceipt *receipt)
@@ -243,9 +271,19 @@ rl_store_release(const RlRequest *req, const RlReceipt *receipt)
 	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
 									 req->keylen);
 	LWLock	   *lock = &rl_locks[slot.partno].lock;
+	RlSlotWaiter *me = &rl_waiters[rl_my_procno()];
 	RlEntry    *e;
+	int			i;
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
+	for (i = 0; i < RL_HOLDS_SHOWN; i++)
+		if (me->holds[i].entry != RL_NIL &&
+			me->holds[i].incarnation == receipt->incarnation &&
+			me->holds[i].entry / rl_store->per_part == (uint32) slot.partno)
+		{
+			me->holds[i].entry = RL_NIL;
+			break;
+		}
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e != NULL && e->incarnation == receipt->incarnation)
 	{
@@ -255,4 +293,32 @@ rl_store_release(const RlRequest *req, const RlReceipt *receipt)
 		entry_settle(e);
 	}
 	LWLockRelease(lock);
+}
+
+/*
+ * Since when the longest-held slot of the entry is held, among the slots
+ * backends noted (RL_HOLDS_SHOWN each), or RL_NO_TIME.  The entry's
+ * partition lock is held (shared is enough: notes of its slots change
+ * under it, exclusively).
+ */
+int64
+rl_store_held_since(const RlEntry *e)
+{
+	uint32		idx = entry_index(e);
+	int64		since = RL_NO_TIME;
+	int			i;
+	int			j;
+
+	if (e->st.slots.held == 0)
+		return RL_NO_TIME;
+	for (i = 0; i < rl_store->nwaiters; i++)
+		for (j = 0; j < RL_HOLDS_SHOWN; j++)
+		{
+			const RlSlotHold *h = &rl_waiters[i].holds[j];
+
+			if (h->entry == idx && h->incarnation == e->incarnation &&
+				(since == RL_NO_TIME || h->since < since))
+				since = h->since;
+		}
+	return since;
 }

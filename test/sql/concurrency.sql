@@ -69,7 +69,7 @@ BEGIN;
 SELECT rl_acquire('c:s', 1) AS held_already;
 ROLLBACK;
 SELECT key, hold FROM rl_held();
-SELECT key, in_flight FROM rl_slots();
+SELECT key, in_flight, held_since <= now() AS since_known FROM rl_slots();
 SELECT rl_release('c:s') AS released, rl_release('c:s') AS released_twice;
 SELECT count(*) AS keys_after_release FROM rl_slots();
 -- a transaction's slot taken again for the session becomes the session's

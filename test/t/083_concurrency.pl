@@ -6,9 +6,11 @@
 # a backend killed with SIGKILL makes the postmaster reinitialize shared
 # memory, after which no slot is held.  Under 32 pgbench clients holding
 # slots of one key for random times, the holders never exceed the limit,
-# counted apart from the limiter (each holder takes a shared advisory lock
-# once it has its slot), and no slot is left held after the run, after
-# clients are terminated mid-run, or after a backend is killed.
+# counted apart from the limiter (each holder holds a shared advisory lock
+# while it has its slot), and no slot is left held after the run, after
+# clients are terminated mid-run, or after a backend is killed.  (The lock
+# is let go before COMMIT: a slot is given back at commit, before the
+# transaction's locks are.)
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -125,9 +127,10 @@ my $hold = $node->basedir . '/hold.sql';
 PostgreSQL::Test::Utils::append_to_file($hold, qq{
 \\set us random(0, 3000)
 BEGIN;
-SELECT pg_advisory_xact_lock_shared(83)
+SELECT pg_advisory_lock_shared(83)
 	FROM (SELECT rl_acquire('stress', $limit, max_wait => '5 min') AS ok) s WHERE ok;
 SELECT pg_sleep(:us / 1000000.0);
+SELECT pg_advisory_unlock_all();
 COMMIT;
 });
 $node->safe_psql('postgres', q{
@@ -140,7 +143,8 @@ $node->safe_psql('postgres', q{
 	BEGIN
 		most_locks := 0;
 		most_slots := 0;
-		FOR samples IN 1 .. n LOOP
+		samples := n;
+		FOR i IN 1 .. n LOOP
 			SELECT count(*) INTO l FROM pg_locks
 				WHERE locktype = 'advisory' AND objid = 83 AND granted;
 			SELECT coalesce(max(in_flight), 0) INTO h FROM rl_slots() WHERE key = 'stress';
