@@ -1,7 +1,7 @@
 -- Concurrency limits: rl_acquire takes one of max_in_flight slots of a
 -- key, for the transaction (the default) or the session; rl_release gives
 -- it back early.  Slots between sessions and waits: test/specs/
--- concurrency_wait.spec and test/t/083_concurrency.pl.
+-- concurrency_wait.spec and test/t/087_concurrency_slots.pl.
 
 -- a transaction's slot is given back at commit
 BEGIN;
