@@ -192,10 +192,12 @@ wait_slots('stress', '0/0', 'no slot held after the run');
 # clients terminated mid-run give their slots back; the others go on
 ($pgb, $out, $err) = stress('-T', '5');
 wait_full('a second run under way');
-is($node->safe_psql('postgres', q{
-	SELECT count(pg_terminate_backend(pid)) FROM (
+# (a holder may have ended by itself meanwhile: at least one is terminated)
+my $terminated = $node->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM (
 		SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 83 AND granted
-		LIMIT 3) h}), '3', 'three holders terminated');
+		LIMIT 3) h});
+ok($terminated >= 1, "holders terminated ($terminated)");
 ($locks, $held) = split /\|/, $node->safe_psql('postgres', 'SELECT * FROM sample(300)');
 ok($locks <= $limit && $held <= $limit, "still at most $limit holders ($locks, $held)");
 $pgb->finish;
