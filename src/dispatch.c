@@ -566,13 +566,26 @@ slot_wait(const RlEngine *engine, const RlRequest *req, RlSlotResult r,
 }
 
 /*
+ * Slots are kept in the shared-memory store only: an ERROR for a request
+ * of another backend (its policy's, or ratelimit.backend).
+ */
+void
+rl_slots_local(const RlRequest *req)
+{
+	if (rl_request_backend(req) != RL_BACKEND_LOCAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("concurrency limits are kept in the shared-memory store only"),
+				 errhint("Set \"ratelimit.backend\" to \"local\" for these calls.")));
+}
+
+/*
  * Take a slot of the request's key (an algorithm that holds slots) for
  * the session or the current transaction, waiting at most max_wait
  * microseconds, first come first served.  A key this backend holds
  * already is not taken twice (slots.c).  When the store has no room for
  * the key, fail_mode decides, and nothing is held.  Returns whether the
- * call may proceed.  Slots are the store's only: a request for another
- * backend is an ERROR.
+ * call may proceed.  Slots are the store's only (rl_slots_local).
  */
 bool
 rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
@@ -584,11 +597,7 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 	bool		shadowed;
 	int64		now;
 
-	if (rl_request_backend(req) != RL_BACKEND_LOCAL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("concurrency limits are kept in the shared-memory store only"),
-				 errhint("Set \"ratelimit.backend\" to \"local\" for these calls.")));
+	rl_slots_local(req);
 	memset(&out, 0, sizeof(out));
 	if (req->shadow)
 		max_wait = 0;			/* a dry run never waits */

@@ -66,6 +66,7 @@ extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);
 extern void rl_give_back(const RlRequest *req, RlDecision *d);
 extern void rl_track(const RlRequest *req, const RlDecision *d);
 
+extern void rl_slots_local(const RlRequest *req);
 extern bool rl_acquire_slot(const RlRequest *req, int64 max_wait,
 							bool session);
 extern bool rl_release_slot(const RlRequest *req);
