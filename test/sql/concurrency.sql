@@ -165,3 +165,10 @@ SET ratelimit.backend = 'redis';
 SELECT rl_acquire('c:x', 1);
 RESET ratelimit.backend;
 SELECT count(*) AS keys_at_end FROM rl_slots();
+-- rl_usage of a concurrency policy: the slots in flight, no period
+INSERT INTO rl_policy (name, algo, "limit") VALUES ('c_usage', 'concurrency', 3);
+SELECT rl_acquire('u:1', 'c_usage', 'session');
+SELECT key, used, "limit", remaining, period_start, period_end FROM rl_usage('c_usage');
+SELECT key, used, "limit", remaining FROM rl_usage('c_usage', 'u:1');
+SELECT rl_release('u:1', 'c_usage');
+DELETE FROM rl_policy WHERE name = 'c_usage';
