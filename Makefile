@@ -8,6 +8,7 @@ OBJS = \
 	src/algo_window.o \
 	src/algo_bucket.o \
 	src/algo_log.o \
+	src/algo_slots.o \
 	src/period.o \
 	src/lua_scripts.o \
 	src/engine_table.o \
@@ -16,6 +17,7 @@ OBJS = \
 	src/store_entry.o \
 	src/store_engine.o \
 	src/store_admin.o \
+	src/store_slots.o \
 	src/redis_breaker.o \
 	src/redis_reply.o \
 	src/redis_conn.o \
@@ -27,8 +29,10 @@ OBJS = \
 	src/redis_reset.o \
 	src/stats.o \
 	src/refund.o \
+	src/slots.o \
 	src/dispatch.o \
 	src/dispatch_admin.o \
+	src/dispatch_slots.o \
 	src/args.o \
 	src/policy.o \
 	src/override.o \
@@ -37,7 +41,9 @@ OBJS = \
 	src/functions.o \
 	src/usage.o \
 	src/functions_admin.o \
+	src/functions_slots.o \
 	src/trigger.o \
+	src/trigger_cost.o \
 	src/trigger_key.o \
 	src/persist.o
 SHLIB_LINK += -lhiredis
@@ -55,11 +61,12 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate calendar override penalty adjust policy_limits guide
+	refund_aggregate calendar override penalty adjust policy_limits concurrency guide
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
-ISOLATION = concurrent_key policy_reload refund_after_reset override_reload
+ISOLATION = concurrent_key policy_reload refund_after_reset override_reload \
+	concurrency_wait
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

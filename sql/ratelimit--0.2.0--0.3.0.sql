@@ -506,3 +506,59 @@ CREATE TRIGGER rl_policy_limit_applied
 	AFTER INSERT OR UPDATE OR DELETE ON rl_policy_limit
 	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
 ALTER TABLE rl_policy_limit ENABLE REPLICA TRIGGER rl_policy_limit_applied;
+
+-- ---- Concurrency limits (#12): slots held by a transaction or a session ----
+
+-- Take a slot of the key if fewer than max_in_flight are held, waiting at
+-- most max_wait for one (first come, first served); held until the
+-- transaction ends ('transaction') or the session does ('session'), or
+-- until rl_release.  A backend holds at most one slot of a key.
+CREATE FUNCTION rl_acquire(
+	key text,
+	max_in_flight bigint,
+	hold text DEFAULT 'transaction',
+	max_wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_acquire'
+LANGUAGE C VOLATILE;
+
+-- The same under a policy of algorithm 'concurrency' (its "limit").
+CREATE FUNCTION rl_acquire(
+	key text,
+	policy text,
+	hold text DEFAULT 'transaction',
+	max_wait interval DEFAULT '0')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_acquire_policy'
+LANGUAGE C VOLATILE;
+
+-- Give back this session's slot of the key now; false if it holds none.
+CREATE FUNCTION rl_release(key text, policy text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_release'
+LANGUAGE C VOLATILE;
+
+-- The keys whose slots are held or waited for, in the store.
+CREATE FUNCTION rl_slots(
+	all_databases boolean DEFAULT false,
+	OUT dbid oid,
+	OUT policy text,
+	OUT key text,
+	OUT in_flight bigint,
+	OUT waiting bigint,
+	OUT held_since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_slots'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION rl_slots(boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_slots(boolean) TO pg_monitor;
+
+-- The slots this session holds.
+CREATE FUNCTION rl_held(
+	OUT policy text,
+	OUT key text,
+	OUT hold text,
+	OUT since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_held'
+LANGUAGE C VOLATILE;

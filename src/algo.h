@@ -51,6 +51,7 @@ typedef enum RlAlgo
 	RL_SLIDING_WINDOW_COUNTER,
 	RL_TOKEN_BUCKET,
 	RL_LEAKY_BUCKET,
+	RL_CONCURRENCY,
 	RL_NUM_ALGOS
 } RlAlgo;
 
@@ -167,19 +168,39 @@ typedef struct RlLogState
 	uint32		nblocks;		/* blocks in the chain */
 } RlLogState;
 
+/*
+ * RL_STATE_SLOTS: slots held at once (a concurrency limit), not units per
+ * time.  A slot is taken by a transaction or a session and given back when
+ * it ends (the refund of the one unit taken); backends that wait for one
+ * queue in ticket order, and the engine hands a freed slot to the first
+ * of them (rl_slots_grant), so a newcomer never passes a waiter.
+ */
+typedef struct RlSlotsState
+{
+	int64		held;			/* slots taken */
+	int64		waiting;		/* backends queued for one */
+	int64		tickets;		/* tickets given to waiters so far */
+} RlSlotsState;
+
 typedef union RlState
 {
 	RlWindowState window;
 	RlBucketState bucket;
 	RlLogState	log;
+	RlSlotsState slots;
 } RlState;
 
-/* the kinds of state; the store keeps a log's blocks in its pool */
+/*
+ * The kinds of state; the store keeps a log's blocks in its pool.  Slots
+ * are held, not spent: only rl_acquire takes them, the rate-limiting
+ * functions refuse their algorithms.
+ */
 typedef enum RlStateKind
 {
 	RL_STATE_WINDOW,
 	RL_STATE_BUCKET,
-	RL_STATE_LOG
+	RL_STATE_LOG,
+	RL_STATE_SLOTS
 } RlStateKind;
 
 /*
@@ -309,6 +330,13 @@ rl_algo_capacity(RlAlgo algo, const RlParams *p)
 	return rl_algos[algo].has_burst ? p->burst : p->limit;
 }
 
+/* Does the algorithm hold slots (a concurrency limit) rather than rates? */
+static inline bool
+rl_algo_holds(RlAlgo algo)
+{
+	return rl_algos[algo].state == RL_STATE_SLOTS;
+}
+
 extern bool rl_algo_parse(const char *name, int len, RlAlgo *algo);
 extern const char *rl_algo_name(RlAlgo algo);
 extern const char *rl_algo_list(bool burst_only);
@@ -382,5 +410,16 @@ extern int	rl_log_walk(const RlLogState *s, const RlChain *chain,
 						RlLogEntry *out, int max);
 extern int	rl_log_length(const RlLogState *s, const RlChain *chain);
 extern void rl_log_release(RlLogState *s, RlChain *chain);
+
+/* algo_slots.c: concurrency, and the queue of those waiting for a slot */
+extern bool rl_concurrency(RlState *s, bool fresh, int64 t, int64 last,
+						   const RlParams *p, RlOutcome *o, RlChain *chain);
+extern void rl_concurrency_refund(RlState *s, int64 t, const RlParams *p,
+								  int64 cost, RlChain *chain);
+extern bool rl_slots_image_valid(const RlStateImage *img);
+extern int64 rl_slots_enqueue(RlSlotsState *s);
+extern bool rl_slots_grant(RlSlotsState *s, int64 limit);
+extern void rl_slots_leave(RlSlotsState *s);
+extern bool rl_slots_idle(const RlSlotsState *s);
 
 #endif							/* RL_ALGO_H */

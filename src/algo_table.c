@@ -106,6 +106,21 @@ const RlAlgoRoutine rl_algos[RL_NUM_ALGOS] = {
 		.lua_refund = rl_lua_leaky_bucket_refund,
 		.lua_charge = rl_lua_leaky_bucket_charge,
 	},
+	[RL_CONCURRENCY] = {
+		.name = NAME("concurrency"),
+		.code = "cc",
+		.state = RL_STATE_SLOTS,
+		.idle_span = PG_INT64_MAX,
+		.has_burst = false,
+		.refund_grain = RL_GRAIN_NONE,
+		.decide = rl_concurrency,
+		.refund = rl_concurrency_refund,
+		.image_valid = rl_slots_image_valid,
+		.lease_end = NULL,		/* a slot is held, not spent: no lease */
+		.lua_setup = "",
+		.lua_decide = "",		/* the shared-memory store only, so far */
+		.lua_refund = "",
+	},
 };
 
 /*
@@ -139,8 +154,10 @@ rl_algo_name(RlAlgo algo)
 }
 
 /*
- * The names of the algorithms, for messages ("a, b and c"): all of them,
- * or those that take a burst.  Built once, in TopMemoryContext.
+ * The names of the rate-limiting algorithms, for messages ("a, b and c"):
+ * all of them, or those that take a burst.  Those that hold slots
+ * (concurrency) are rl_acquire's, not the rate functions'.  Built once, in
+ * TopMemoryContext.
  */
 const char *
 rl_algo_list(bool burst_only)
@@ -155,12 +172,14 @@ rl_algo_list(bool burst_only)
 		int			i;
 
 		for (i = 0; i < RL_NUM_ALGOS; i++)
-			if (!burst_only || rl_algos[i].has_burst)
+			if ((!burst_only || rl_algos[i].has_burst) &&
+				!rl_algo_holds((RlAlgo) i))
 				n++;
 		initStringInfo(&buf);
 		for (i = 0; i < RL_NUM_ALGOS; i++)
 		{
-			if (burst_only && !rl_algos[i].has_burst)
+			if ((burst_only && !rl_algos[i].has_burst) ||
+				rl_algo_holds((RlAlgo) i))
 				continue;
 			appendStringInfo(&buf, "%s%s",
 							 done == 0 ? "" : done == n - 1 ? " and " : ", ",

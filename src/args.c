@@ -114,9 +114,13 @@ rl_arg_not_null(FunctionCallInfo fcinfo, int argno, const char *name)
 				 errmsg("\"%s\" must not be null", name)));
 }
 
-/* Parse a non-null algorithm name argument. */
+/*
+ * Parse a non-null algorithm name argument.  An algorithm that holds slots
+ * (concurrency) is accepted only where slots_ok: a rate-limiting call
+ * would take a slot that nothing gives back.
+ */
 RlAlgo
-rl_arg_algo(text *name)
+rl_arg_algo(text *name, bool slots_ok)
 {
 	RlAlgo		algo;
 
@@ -125,6 +129,13 @@ rl_arg_algo(text *name)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown algorithm \"%s\"", text_to_cstring(name)),
 				 errhint("Valid algorithms are %s.", rl_algo_list(false))));
+	if (!slots_ok && rl_algo_holds(algo))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("algorithm \"%s\" limits calls in flight, not a rate",
+						rl_algo_name(algo)),
+				 errhint("Take a slot with rl_acquire(key, max_in_flight); valid algorithms here are %s.",
+						 rl_algo_list(false))));
 	return algo;
 }
 
@@ -342,13 +353,40 @@ rl_cost_check(RlAlgo algo, const RlParams *p)
 }
 
 /*
+ * A request (a policy's) used where its kind of algorithm is expected:
+ * slots by rl_acquire (slots true), rates by the rate-limiting functions.
+ */
+void
+rl_algo_check_use(RlAlgo algo, bool slots, const char *policy)
+{
+	if (rl_algo_holds(algo) == slots)
+		return;
+	if (slots)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("policy \"%s\" is not a concurrency limit", policy),
+				 errhint("rl_acquire takes policies of algorithm \"concurrency\".")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("policy \"%s\" is a concurrency limit, not a rate", policy),
+			 errhint("Take its slots with rl_acquire(key, policy => '%s').",
+					 policy)));
+}
+
+/*
  * Checks across the parameters of one algorithm: a burst only for the
- * buckets (the capacity defaults to the limit), and a cost that can fit.
- * Sets p->burst when it was not given.
+ * buckets (the capacity defaults to the limit), and a cost that can fit; a
+ * concurrency limit's holder takes one slot.  Sets p->burst when it was
+ * not given.
  */
 void
 rl_params_check(RlAlgo algo, RlParams *p, bool burst_given)
 {
+	if (rl_algo_holds(algo) && p->cost != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"cost\" of a concurrency limit must be 1"),
+				 errdetail("A transaction or a session holds one slot of a key.")));
 	if (!burst_given)
 		p->burst = p->limit;
 	else if (!rl_algo(algo)->has_burst)
@@ -360,4 +398,17 @@ rl_params_check(RlAlgo algo, RlParams *p, bool burst_given)
 	else
 		rl_arg_positive(p->burst, "burst");
 	rl_cost_check(algo, p);
+}
+
+/* The longest wait, in microseconds: no months, not negative. */
+int64
+rl_arg_max_wait(const Interval *max_wait)
+{
+	int128		us = (int128) max_wait->day * USECS_PER_DAY + max_wait->time;
+
+	if (max_wait->month != 0 || us < 0 || us > PG_INT64_MAX / 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"max_wait\" must be zero or positive, without months")));
+	return (int64) us;
 }

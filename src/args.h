@@ -18,7 +18,7 @@
 extern void rl_require_store(void);
 extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							const char *name);
-extern RlAlgo rl_arg_algo(text *name);
+extern RlAlgo rl_arg_algo(text *name, bool slots_ok);
 extern void rl_arg_key(text *key, const char **bytes, int *len);
 extern void rl_arg_key_too_long(int len);
 extern void rl_args_init(void);
@@ -29,10 +29,12 @@ extern void rl_arg_period(RlAlgo algo, const Interval *per, const pg_tz *tz,
 extern Interval *rl_per_interval(const RlParams *p);
 extern int64 rl_arg_anchor(TimestampTz anchor);
 extern int64 rl_arg_duration(const Interval *iv, const char *name);
+extern int64 rl_arg_max_wait(const Interval *max_wait);
 extern int64 rl_arg_at(TimestampTz at);
 extern void rl_arg_positive(int64 value, const char *name);
 extern void rl_arg_cost(int64 cost);
 extern void rl_cost_check(RlAlgo algo, const RlParams *p);
+extern void rl_algo_check_use(RlAlgo algo, bool slots, const char *policy);
 extern void rl_params_check(RlAlgo algo, RlParams *p, bool burst_given);
 
 #endif							/* RL_ARGS_H */

@@ -75,6 +75,17 @@
 #endif
 
 /*
+ * This backend's PGPROC number (the index GetPGProcByNumber takes).  17
+ * named it MyProcNumber; before, it is the pgprocno of MyProc.  The caller
+ * includes storage/proc.h.
+ */
+#if PG_VERSION_NUM >= 170000
+#define rl_my_procno() ((int) MyProcNumber)
+#else
+#define rl_my_procno() (MyProc->pgprocno)
+#endif
+
+/*
  * A variable shared between the files of the library and nothing else.
  * 16 builds modules with -fvisibility=hidden, so such a variable is
  * reached directly; 15 does not, and a variable of default visibility in a

@@ -12,12 +12,15 @@
  * (decision_init), and an engine's outcome and receipt are taken as they
  * come: hybrid is the store's receipt of its pre-check plus Redis's.
  *
+ * Slots of concurrency limits are taken in dispatch_slots.c.
+ *
  * No shared state of its own.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "dispatch.h"

@@ -12,6 +12,7 @@
 #include "utils/guc.h"
 
 #include "engine.h"
+#include "slots.h"
 
 typedef enum RlBackend
 {
@@ -71,6 +72,12 @@ extern void rl_penalty_request(const RlRequest *req, int64 cost, char *buf,
 extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);
 extern void rl_give_back(const RlRequest *req, RlDecision *d);
 extern void rl_track(const RlRequest *req, const RlDecision *d);
+
+extern void rl_slots_local(const RlRequest *req);
+extern bool rl_acquire_slot(const RlRequest *req, int64 max_wait,
+							bool session);
+extern bool rl_release_slot(const RlRequest *req);
+extern int	rl_held_slots(RlHeldSlot **out);
 
 extern int64 rl_reset_key(const RlRequest *req, bool all_algos);
 extern int64 rl_reset_database(Oid dbid, bool policies_remote);

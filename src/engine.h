@@ -162,6 +162,10 @@ typedef struct RlKeyImage
 	char		key[RL_MAX_STORED_KEY];
 	int64		last;			/* latest time the key has seen */
 	int64		idle_at;		/* from then on its state is a new key's */
+	RlState		state;			/* the algorithm's state (a log's chain is
+								 * not the caller's to walk) */
+	int64		held_since;		/* slots: since when the longest-held one
+								 * is held (Unix us), or RL_NO_TIME */
 } RlKeyImage;
 
 /* a whole entry, for saving and restoring */
@@ -190,6 +194,29 @@ typedef struct RlOwnerImage
 	int64		evicted;		/* its entries evicted for others */
 	int64		refused;		/* its calls refused for want of room */
 } RlOwnerImage;
+
+/*
+ * What a call asks of an engine's slots (a concurrency limit): take one
+ * now if free (TRY), or else join the queue for one (QUEUE); once queued,
+ * whether the slot has come (POLL), or leave the queue (LEAVE).
+ */
+typedef enum RlSlotOp
+{
+	RL_SLOT_TRY,
+	RL_SLOT_QUEUE,
+	RL_SLOT_POLL,
+	RL_SLOT_LEAVE
+} RlSlotOp;
+
+typedef enum RlSlotResult
+{
+	RL_SLOT_TAKEN,				/* the caller holds a slot: see the receipt */
+	RL_SLOT_BUSY,				/* none free (TRY), or left the queue */
+	RL_SLOT_QUEUED,				/* in the queue: wait for the latch, poll */
+	RL_SLOT_GONE,				/* the key's state was dropped (a reset)
+								 * while queued: no longer in the queue */
+	RL_SLOT_NO_ROOM				/* the key cannot be tracked */
+} RlSlotResult;
 
 /* What a restore made of an image */
 typedef enum RlRestore
@@ -331,6 +358,19 @@ typedef struct RlEngine
 	void		(*images) (void (*fn) (const RlEntryImage *img, void *arg),
 						   void *arg);
 	RlRestore	(*restore) (const RlEntryImage *img);
+
+	/*
+	 * Slots (an algorithm whose state is RL_STATE_SLOTS).  acquire: see
+	 * RlSlotOp; a backend queues for one key at a time, and is woken (its
+	 * latch set) when its turn comes or the key is reset; it never waits
+	 * inside the engine.  TAKEN fills the receipt: release gives that slot
+	 * back (to the same incarnation only) and hands it to the first waiter.
+	 * release never raises (it is called inside aborts and at exit).  NULL:
+	 * the engine keeps no slots.
+	 */
+	RlSlotResult (*acquire) (const RlRequest *req, RlSlotOp op, int64 now,
+							 RlReceipt *receipt);
+	void		(*release) (const RlRequest *req, const RlReceipt *receipt);
 } RlEngine;
 
 /* the engines by id (engine_table.c) */

@@ -2,8 +2,9 @@
  *
  * functions.c
  *		The SQL-callable functions that decide: rl_allow, rl_check, their
- *		policy forms, rl_allow_all, rl_check_all, rl_wait.  Argument checks
- *		and results; the decisions are the dispatcher's.
+ *		policy forms, rl_allow_all, rl_check_all, rl_wait; rl_acquire and
+ *		rl_release (slots of a concurrency limit).  Argument checks and
+ *		results; the decisions are the dispatcher's.
  *
  * Every argument error is reported here, before any lock is taken, with a
  * SQLSTATE of class 22 and a message naming the argument (docs/reference.md
@@ -175,7 +176,7 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 	else
 	{
 		site->checked = false;
-		req->algo = rl_arg_algo(algo);
+		req->algo = rl_arg_algo(algo, false);
 		p->limit = limit;
 		rl_arg_positive(p->limit, "limit");
 		rl_arg_period(req->algo, per, rl_arg_time_zone_setting(), false,
@@ -424,6 +425,7 @@ rl_allow_policy(PG_FUNCTION_ARGS)
 
 	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, PARG_KEY,
 				   PARG_POLICY, PARG_AT, PARG_COST, &req);
+	rl_algo_check_use(req.algo, false, req.policy);
 	decide_direct(&req, &d);
 	PG_RETURN_BOOL(d.out.allowed);
 }
@@ -440,6 +442,7 @@ rl_check_policy(PG_FUNCTION_ARGS)
 
 	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, PARG_KEY,
 				   PARG_POLICY, PARG_AT, PARG_COST, &req);
+	rl_algo_check_use(req.algo, false, req.policy);
 	decide_direct(&req, &d);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
@@ -458,6 +461,7 @@ rl_adjust(PG_FUNCTION_ARGS)
 	rl_arg_not_null(fcinfo, 2, "delta");
 	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, NULL, 0, 1, 3, NO_ARG,
 				   &req);
+	rl_algo_check_use(req.algo, false, req.policy);
 	req.params.cost = PG_GETARG_INT64(2);
 	if (req.params.cost == PG_INT64_MIN)
 		ereport(ERROR,
@@ -521,6 +525,7 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 		pol = rl_policy_get(DatumGetTextPP(policies[i]));
 		rl_policy_request(pol, DatumGetTextPP(keys[i]), &reqs[i]);
 		rl_limits_refuse(&reqs[i], "an all-or-nothing check");
+		rl_algo_check_use(reqs[i].algo, false, reqs[i].policy);
 		if (costs != NULL)
 		{
 			reqs[i].params.cost = DatumGetInt64(costs[i]);
@@ -600,19 +605,6 @@ rl_check_all(PG_FUNCTION_ARGS)
 
 /* ---- waiting instead of denying ---- */
 
-/* The longest wait, in microseconds: no months, not negative. */
-static int64
-max_wait_arg(const Interval *max_wait)
-{
-	int128		us = (int128) max_wait->day * USECS_PER_DAY + max_wait->time;
-
-	if (max_wait->month != 0 || us < 0 || us > PG_INT64_MAX / 2)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"max_wait\" must be zero or positive, without months")));
-	return (int64) us;
-}
-
 /* Sleep for us microseconds, interruptibly. */
 static void
 sleep_us(int64 us)
@@ -680,7 +672,7 @@ rl_wait(PG_FUNCTION_ARGS)
 
 	rl_arg_not_null(fcinfo, 6, "max_wait");
 	request_from_args(fcinfo, false, &req);
-	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(6))));
+	PG_RETURN_BOOL(wait_admitted(&req, rl_arg_max_wait(PG_GETARG_INTERVAL_P(6))));
 }
 
 /*
@@ -695,9 +687,9 @@ rl_wait_policy(PG_FUNCTION_ARGS)
 	rl_arg_not_null(fcinfo, 2, "max_wait");
 	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, 0, 1, NO_ARG, 3,
 				   &req);
+	rl_algo_check_use(req.algo, false, req.policy);
 	rl_limits_refuse(&req, "rl_wait");
 	/* waits may take in policy changes meanwhile: count by identity */
 	req.stats = NULL;
-	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(2))));
+	PG_RETURN_BOOL(wait_admitted(&req, rl_arg_max_wait(PG_GETARG_INTERVAL_P(2))));
 }
-

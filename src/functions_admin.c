@@ -49,6 +49,8 @@ PG_FUNCTION_INFO_V1(rl_stats);
 PG_FUNCTION_INFO_V1(rl_stats_reset);
 PG_FUNCTION_INFO_V1(rl_stats_info);
 PG_FUNCTION_INFO_V1(rl_keys);
+PG_FUNCTION_INFO_V1(rl_slots);
+PG_FUNCTION_INFO_V1(rl_held);
 
 /* ---- administration ---- */
 
@@ -81,7 +83,7 @@ reset_key(FunctionCallInfo fcinfo, bool has_policy)
 		rl_arg_key(PG_GETARG_TEXT_PP(0), &req.key, &req.keylen);
 		all_algos = PG_ARGISNULL(1);
 		if (!all_algos)
-			req.algo = rl_arg_algo(PG_GETARG_TEXT_PP(1));
+			req.algo = rl_arg_algo(PG_GETARG_TEXT_PP(1), true);
 	}
 	/* under a policy, each of its limits */
 	PG_RETURN_INT64(req.policy != NULL ? rl_reset_policy(&req) :
@@ -543,6 +545,102 @@ rl_keys(PG_FUNCTION_ARGS)
 		values[4] = TimestampTzGetDatum(rl_clock_timestamptz(img->last));
 		values[5] = TimestampTzGetDatum(rl_clock_timestamptz(reset_at));
 		values[7] = bytea_datum(key, keylen);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * Split a stored key into its policy's name (NULL for a direct call) and
+ * the key, as text of the database db (text_from_db).
+ */
+static void
+stored_key_values(const RlSourceDb *db, const char *bytes, int len,
+				  Datum *values, bool *nulls)
+{
+	const char *nul = memchr(bytes, '\0', len);
+	text	   *t;
+
+	nulls[0] = true;
+	if (nul != NULL)
+	{
+		t = text_from_db(db, bytes, (int) (nul - bytes));
+		values[0] = PointerGetDatum(t);
+		nulls[0] = t == NULL;
+		len -= (int) (nul + 1 - bytes);
+		bytes = nul + 1;
+	}
+	t = text_from_db(db, bytes, len);
+	values[1] = PointerGetDatum(t);
+	nulls[1] = t == NULL;
+}
+
+/*
+ * rl_slots(all_databases DEFAULT false) returns setof (dbid, policy, key,
+ * in_flight, waiting, held_since): the keys of concurrency limits whose
+ * slots are held or waited for, and since when the longest-held slot is
+ * held, each read under its partition's shared lock.
+ */
+Datum
+rl_slots(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		all_databases = !PG_ARGISNULL(0) && PG_GETARG_BOOL(0);
+	RlKeyImage *img = palloc(sizeof(RlKeyImage));
+	HTAB	   *dbs = NULL;
+	uint64		cursor = 0;
+
+	rl_require_store();
+	InitMaterializedSRF(fcinfo, 0);
+	while (rl_scan_keys(all_databases ? InvalidOid : MyDatabaseId, &cursor,
+						img))
+	{
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, true};
+
+		if (!rl_algo_holds(img->algo) || rl_slots_idle(&img->state.slots))
+			continue;
+		values[0] = ObjectIdGetDatum(img->dbid);
+		stored_key_values(source_db(img->dbid, &dbs), img->key, img->keylen,
+						  &values[1], &nulls[1]);
+		values[3] = Int64GetDatum(img->state.slots.held);
+		values[4] = Int64GetDatum(img->state.slots.waiting);
+		if (img->held_since != RL_NO_TIME)
+		{
+			values[5] = TimestampTzGetDatum(rl_clock_timestamptz(img->held_since));
+			nulls[5] = false;
+		}
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * rl_held() returns setof (policy, key, hold, since): the slots this
+ * session holds, 'transaction' or 'session', and since when.
+ */
+Datum
+rl_held(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	RlHeldSlot *held;
+	HTAB	   *dbs = NULL;
+	int			n;
+	int			i;
+
+	rl_require_store();
+	InitMaterializedSRF(fcinfo, 0);
+	n = rl_held_slots(&held);
+	for (i = 0; i < n; i++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+
+		stored_key_values(source_db(MyDatabaseId, &dbs), held[i].key,
+						  held[i].keylen, values, nulls);
+		values[2] = CStringGetTextDatum(held[i].session ? "session" :
+										"transaction");
+		values[3] = TimestampTzGetDatum(rl_clock_timestamptz(held[i].since));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

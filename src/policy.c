@@ -295,7 +295,7 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("policy \"%s\": algo, limit, per, cost and shadow must not be null",
 						pol->name)));
-	pol->algo = rl_arg_algo(DatumGetTextPP(values[PCOL_ALGO]));
+	pol->algo = rl_arg_algo(DatumGetTextPP(values[PCOL_ALGO]), true);
 	pol->params.limit = DatumGetInt64(values[PCOL_LIMIT]);
 	rl_arg_positive(pol->params.limit, "limit");
 	pol->per = *DatumGetIntervalP(values[PCOL_PER]);

@@ -282,7 +282,7 @@ rl_policy_limit_validate(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("limit name must be 1 to %d bytes long",
 						NAMEDATALEN - 1)));
-	algo = rl_arg_algo(DatumGetTextPP(v[LCOL_ALGO]));
+	algo = rl_arg_algo(DatumGetTextPP(v[LCOL_ALGO]), false);
 	p.limit = DatumGetInt64(v[LCOL_LIMIT]);
 	rl_arg_positive(p.limit, "limit");
 	rl_arg_period(algo, DatumGetIntervalP(v[LCOL_PER]),

@@ -532,4 +532,6 @@ const RlEngine rl_redis_engine = {
 	.scan = NULL,				/* rl_keys lists the store only */
 	.images = NULL,
 	.restore = NULL,
+	.acquire = NULL,			/* slots: the store only, so far */
+	.release = NULL,
 };

@@ -15,6 +15,8 @@
  *	RlBlock[]		 the pool: 64-byte blocks for sliding-log entries and
  *					 for the bytes of keys longer than RL_KEY_INLINE
  *	uint32[]		 the pool's chain links, parallel to the blocks
+ *	RlSlotWaiter[]	 per PGPROC number (MaxBackends): the slot a backend
+ *					 waits for, if any (store_slots.c)
  *
  * An entry's identity is (database, algorithm, key bytes); its 64-bit hash
  * picks a partition and a bucket, and the full key is always compared, so
@@ -34,6 +36,7 @@
  *					 and evicting them
  *	store_engine.c	 the engine's decisions and refunds (the hot path)
  *	store_admin.c	 the engine's resets, figures, listings and images
+ *	store_slots.c	 the engine's slots: taking, queueing, giving back
  * store_int.h has what they share, the lookup of a key's entry inline.
  *
  * Locking contract:
@@ -52,6 +55,9 @@
  *	  kept in atomic counters, changed under the partition lock of the entry
  *	  concerned and read without a lock (shares are a heuristic; an owner
  *	  slot is only handed over once nothing counts on it).
+ *	- A waiter record (RlSlotWaiter) is written, by its backend or by one
+ *	  handing it a slot, under the partition lock of the entry it names;
+ *	  a backend's latch may be set under a partition lock.
  *	- Under any of them: no allocation, no ereport, no I/O.  The clock is
  *	  read before the lock is taken.
  *
@@ -100,6 +106,7 @@ RlEntry    *rl_entries;
 uint32	   *rl_buckets;
 RlBlock    *rl_blocks;
 uint32	   *rl_block_next;
+RlSlotWaiter *rl_waiters;
 
 /*
  * Define the store's settings (from _PG_init, while
@@ -175,6 +182,7 @@ store_size(void)
 	size = add_size(size, MAXALIGN(mul_size(nentries, sizeof(uint32))));
 	size = add_size(size, mul_size(layout_blocks(), sizeof(RlBlock)));
 	size = add_size(size, MAXALIGN(mul_size(layout_blocks(), sizeof(uint32))));
+	size = add_size(size, mul_size(MaxBackends, sizeof(RlSlotWaiter)));
 	return size;
 }
 
@@ -217,6 +225,8 @@ rl_store_startup(void)
 	rl_blocks = (RlBlock *) p;
 	p += (Size) nblocks * sizeof(RlBlock);
 	rl_block_next = (uint32 *) p;
+	p += MAXALIGN((Size) nblocks * sizeof(uint32));
+	rl_waiters = (RlSlotWaiter *) p;
 	rl_locks = GetNamedLWLockTranche(RL_TRANCHE);
 
 	if (found)
@@ -227,6 +237,16 @@ rl_store_startup(void)
 	rl_store->nblocks = nblocks;
 	rl_store->pool_reserve = nblocks / RL_POOL_RESERVE_DIV;
 	rl_store->nowners = rl_max_owners;
+	rl_store->nwaiters = MaxBackends;
+	for (i = 0; i < MaxBackends; i++)
+	{
+		int			j;
+
+		memset(&rl_waiters[i], 0, sizeof(RlSlotWaiter));
+		rl_waiters[i].entry = RL_NIL;
+		for (j = 0; j < RL_HOLDS_SHOWN; j++)
+			rl_waiters[i].holds[j].entry = RL_NIL;
+	}
 	pg_atomic_init_u32(&rl_store->entry_dbs, 0);
 	pg_atomic_init_u32(&rl_store->block_dbs, 0);
 	SpinLockInit(&rl_store->pool_lock);

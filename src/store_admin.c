@@ -212,6 +212,9 @@ rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img)
 			img->keylen = rl_store_key_copy(e, img->key);
 			img->last = e->last;
 			img->idle_at = e->idle_at;
+			img->state = e->st;
+			img->held_since = rl_algo(e->algo)->state == RL_STATE_SLOTS ?
+				rl_store_held_since(e) : RL_NO_TIME;
 			found = true;
 		}
 		LWLockRelease(&rl_locks[partno].lock);

@@ -346,4 +346,6 @@ const RlEngine rl_store_engine = {
 	.scan = rl_store_scan,
 	.images = rl_store_images,
 	.restore = rl_store_restore,
+	.acquire = rl_store_acquire,
+	.release = rl_store_release,
 };

@@ -16,6 +16,9 @@
  */
 #include "postgres.h"
 
+#include "storage/latch.h"
+#include "storage/proc.h"
+
 #include "store_int.h"
 
 static void make_room(int partno, int64 before, const RlCall *call);
@@ -154,6 +157,33 @@ rl_store_blocks_changed(RlEntry *e, int32 delta)
 	rl_owner_hint(e->owner, entry_index(e), rl_store_entry_blocks(e));
 }
 
+/*
+ * Slots are held or waited for: the entry is never evicted (its holders
+ * would lose them, its waiters their places).  An administrator's reset
+ * still drops it.
+ */
+bool
+rl_store_pinned(const RlEntry *e)
+{
+	return rl_algo(e->algo)->state == RL_STATE_SLOTS &&
+		!rl_slots_idle(&e->st.slots);
+}
+
+/*
+ * The entry's state is going (a reset): wake the backends queued on it,
+ * which then find it gone and queue again, on the key's new state.
+ */
+static void
+waiters_wake(const RlEntry *e)
+{
+	uint32		idx = entry_index(e);
+	int			i;
+
+	for (i = 0; i < rl_store->nwaiters; i++)
+		if (rl_waiters[i].entry == idx)
+			SetLatch(&GetPGProcByNumber(i)->procLatch);
+}
+
 /* Unlink a used entry from its bucket, free its blocks and the entry. */
 void
 rl_store_remove(int partno, RlEntry *e)
@@ -161,6 +191,9 @@ rl_store_remove(int partno, RlEntry *e)
 	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32		idx = entry_index(e);
 	uint32	   *link = rl_store_bucket(partno, e->hash);
+
+	if (rl_algo(e->algo)->state == RL_STATE_SLOTS && e->st.slots.waiting > 0)
+		waiters_wake(e);
 
 	while (*link != idx)
 		link = &rl_entries[*link].next;
@@ -279,7 +312,7 @@ make_room(int partno, int64 before, const RlCall *call)
 			rl_store_remove(partno, e);
 			freed++;
 		}
-		else if (may_evict && e != call->busy &&
+		else if (may_evict && e != call->busy && !rl_store_pinned(e) &&
 				 (candidate == NULL || e->idle_at < candidate->idle_at) &&
 				 rl_owner_evictable(&sh, e->owner))
 			candidate = e;
@@ -317,7 +350,7 @@ evict_hinted(const RlCall *call, uint16 owner)
 		locked = true;
 	}
 	if ((e->flags & RL_ENTRY_USED) && e->owner == owner && e != call->busy &&
-		rl_store_entry_blocks(e) > 0)
+		rl_store_entry_blocks(e) > 0 && !rl_store_pinned(e))
 	{
 		entry_evict(partno, e);
 		evicted = true;
@@ -349,7 +382,8 @@ evict_nearby(const RlCall *call, const RlShares *sh)
 
 		if (++pos == rl_store->per_part)
 			pos = 0;
-		if (!(e->flags & RL_ENTRY_USED) || e == call->busy)
+		if (!(e->flags & RL_ENTRY_USED) || e == call->busy ||
+			rl_store_pinned(e))
 			continue;
 		blocks = rl_store_entry_blocks(e);
 		if (blocks > best_blocks && rl_owner_evictable(sh, e->owner))

@@ -112,6 +112,32 @@ typedef struct RlOwner
 	pg_atomic_uint64 refused;
 } RlOwner;
 
+/* slots a backend holds whose times rl_slots sees (the first so many) */
+#define RL_HOLDS_SHOWN		8
+
+/* A slot a backend holds, and since when; entry RL_NIL: none. */
+typedef struct RlSlotHold
+{
+	uint32		entry;
+	uint32		incarnation;
+	int64		since;			/* Unix us */
+} RlSlotHold;
+
+/*
+ * A backend's slots (store_slots.c), one record per PGPROC number: the
+ * slot it waits for (entry RL_NIL when none), and some of those it holds.
+ * Each part is written under the partition lock of the entry it names.
+ */
+typedef struct RlSlotWaiter
+{
+	uint32		entry;			/* the entry's index, or RL_NIL */
+	uint32		incarnation;	/* ... and its incarnation */
+	int64		ticket;			/* its place in the entry's queue */
+	int64		limit;			/* the limit it asked under */
+	bool		granted;		/* a slot was handed to it */
+	RlSlotHold	holds[RL_HOLDS_SHOWN];
+} RlSlotWaiter;
+
 typedef struct RlStoreHeader
 {
 	int			nparts;			/* a power of two */
@@ -119,6 +145,7 @@ typedef struct RlStoreHeader
 	uint32		nblocks;		/* pool size */
 	uint32		pool_reserve;	/* blocks left to owners under their share */
 	int			nowners;		/* owner slots */
+	int			nwaiters;		/* waiter records (PGPROC numbers) */
 	pg_atomic_uint32 entry_dbs;	/* databases whose owners hold entries */
 	pg_atomic_uint32 block_dbs; /* databases whose owners hold blocks */
 	slock_t		pool_lock;
@@ -135,6 +162,7 @@ extern rl_hidden RlEntry *rl_entries;
 extern rl_hidden uint32 *rl_buckets;
 extern rl_hidden RlBlock *rl_blocks;
 extern rl_hidden uint32 *rl_block_next;
+extern rl_hidden RlSlotWaiter *rl_waiters;
 
 /*
  * What one call (or one restored entry) does in the store: whose it is,
@@ -298,6 +326,13 @@ extern void rl_store_pool_push(uint32 first, uint32 last, uint32 n);
 extern uint32 rl_store_pool_pop(bool reserve_ok);
 extern uint32 rl_store_block_take(RlCall *call, uint16 owner);
 extern int	rl_store_key_copy(const RlEntry *e, char *out);
+extern bool rl_store_pinned(const RlEntry *e);
+
+/* store_slots.c: the engine's slots */
+extern RlSlotResult rl_store_acquire(const RlRequest *req, RlSlotOp op,
+									 int64 now, RlReceipt *receipt);
+extern void rl_store_release(const RlRequest *req, const RlReceipt *receipt);
+extern int64 rl_store_held_since(const RlEntry *e);
 
 /* store_admin.c: the engine's members off the decisions' path */
 extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,

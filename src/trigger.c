@@ -77,6 +77,7 @@
 #include "policy.h"
 #include "policy_limit.h"
 #include "trigger.h"
+#include "trigger_int.h"
 #include "trigger_key.h"
 
 /* the SQLSTATE of a row over its quota */
@@ -84,14 +85,6 @@
 
 #define USAGE_HINT \
 	"Use rl_enforce('policy', 'column' [, ...] [, 'cost=expression'])."
-
-/*
- * The query a cost expression runs in: the row is $1, its columns are in
- * scope by name.  The expression has been parsed alone first, so it is one
- * expression; the newline ends a "--" comment at its end.
- */
-#define COST_QUERY_PREFIX	"SELECT ("
-#define COST_QUERY_SUFFIX	"\n)::bigint FROM (SELECT ($1).*) AS row"
 
 /*
  * What a trigger resolved once, valid until its table or the trigger
@@ -133,24 +126,6 @@ typedef struct RlTriggerEntry
 	Oid			tgoid;			/* hash key */
 	RlTriggerInfo *info;		/* NULL while (or if) being resolved */
 } RlTriggerEntry;
-
-/* Where a call is in the cost expression, for its error reports */
-typedef enum RlCostPhase
-{
-	COST_NONE,					/* elsewhere */
-	COST_PARSE,					/* parsing the expression alone */
-	COST_PREPARE,				/* preparing the query around it */
-	COST_RUN					/* computing a row's cost */
-} RlCostPhase;
-
-/* One rl_enforce call, as its error context callback sees it */
-typedef struct RlTriggerCall
-{
-	Trigger    *tg;
-	Relation	rel;
-	RlCostPhase phase;
-	const char *cost_expr;		/* while phase is not COST_NONE */
-} RlTriggerCall;
 
 static HTAB *trigger_cache = NULL;
 
@@ -344,37 +319,6 @@ trigger_cache_sweep(RlTriggerEntry *keep)
 }
 
 /*
- * If the argument has the cost form ("cost", "=", any case, blanks around
- * them), its expression without the blanks around it, in the current
- * memory context; otherwise NULL.
- */
-static char *
-cost_argument(const char *arg)
-{
-	const char *p = arg;
-	char	   *expr;
-	int			len;
-
-	while (scanner_isspace(*p))
-		p++;
-	if (pg_strncasecmp(p, "cost", 4) != 0)
-		return NULL;
-	p += 4;
-	while (scanner_isspace(*p))
-		p++;
-	if (*p != '=')
-		return NULL;
-	p++;
-	while (scanner_isspace(*p))
-		p++;
-	expr = pstrdup(p);
-	len = strlen(expr);
-	while (len > 0 && scanner_isspace(expr[len - 1]))
-		expr[--len] = '\0';
-	return expr;
-}
-
-/*
  * The column an argument names: the one of exactly that name, else the
  * only one whose name differs in case alone.  InvalidAttrNumber if none;
  * several differing in case alone are an error.
@@ -438,7 +382,7 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 	for (i = 1; i < tg->tgnargs; i++)
 	{
 		const char *arg = tg->tgargs[i];
-		char	   *expr = cost_argument(arg);
+		char	   *expr = rl_cost_argument(arg);
 		AttrNumber	attnum = column_named(call, arg);
 
 		if (expr == NULL)
@@ -490,67 +434,6 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 }
 
 /*
- * Refuse a cost expression that is not one expression (a list, an alias,
- * "*", or clauses such as FROM): parsed alone, it must be a SELECT of one
- * target and nothing else.
- */
-static void
-cost_check_syntax(RlTriggerCall *call, const char *expr)
-{
-	List	   *stmts;
-	SelectStmt *sel;
-	SelectStmt *bare;
-	ResTarget  *target = NULL;
-
-	call->phase = COST_PARSE;
-	stmts = raw_parser(expr, RAW_PARSE_PLPGSQL_EXPR);
-	sel = (SelectStmt *) linitial_node(RawStmt, stmts)->stmt;
-	bare = copyObject(sel);
-	bare->targetList = NIL;
-	if (list_length(sel->targetList) == 1)
-		target = linitial_node(ResTarget, sel->targetList);
-	if (target == NULL || target->name != NULL ||
-		(IsA(target->val, ColumnRef) &&
-		 IsA(llast(castNode(ColumnRef, target->val)->fields), A_Star)) ||
-		!equal(bare, makeNode(SelectStmt)))
-		ereport(ERROR,
-				(errcode(ERRCODE_SYNTAX_ERROR),
-				 errmsg("cost expression \"%s\" of trigger \"%s\" on table \"%s\" is not a single expression",
-						expr, call->tg->tgname,
-						RelationGetRelationName(call->rel)),
-				 errhint("Write one expression over the row's columns, without a list, an alias or clauses such as FROM.")));
-}
-
-/*
- * The kept plan computing a cost expression over a row of the trigger's
- * table.
- */
-static SPIPlanPtr
-cost_prepare(RlTriggerCall *call, const char *expr)
-{
-	Oid			argtype = RelationGetDescr(call->rel)->tdtypeid;
-	char	   *query;
-	SPIPlanPtr	plan;
-
-	call->cost_expr = expr;
-	cost_check_syntax(call, expr);
-
-	call->phase = COST_PREPARE;
-	query = psprintf(COST_QUERY_PREFIX "%s" COST_QUERY_SUFFIX, expr);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare(query, 1, &argtype);
-	if (plan == NULL)
-		elog(ERROR, "could not prepare the cost expression: %s",
-			 SPI_result_code_string(SPI_result));
-	SPI_keepplan(plan);
-	SPI_finish();
-	pfree(query);
-	call->phase = COST_NONE;
-	return plan;
-}
-
-/*
  * Resolve the trigger afresh from its arguments and its table's current
  * definition, and make that its info.  Retires the info it replaces.
  */
@@ -599,7 +482,7 @@ trigger_info_resolve(RlTriggerCall *call)
 					 TupleDescAttr(RelationGetDescr(call->rel), i)->atttypid);
 	MemoryContextSwitchTo(old);
 	if (info->cost_expr != NULL)
-		info->cost_plan = cost_prepare(call, info->cost_expr);
+		info->cost_plan = rl_cost_prepare(call, info->cost_expr);
 	info->runs_sql = info->cost_plan != NULL;
 	for (i = 0; i < info->nkeys; i++)
 		if (info->keys[i].kind == RL_KEY_OTHER)
@@ -650,34 +533,33 @@ trigger_info_get(RlTriggerCall *call, FmgrInfo *flinfo)
 	return info;
 }
 
-/* The cost expression's value for the row. */
-static int64
-row_cost(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
+/*
+ * A row under a concurrency limit: its transaction takes a slot of the
+ * row's key (one for all its rows of that key), without waiting, given
+ * back when the transaction ends; PT429 if none is free.
+ */
+static void
+enforce_slot(RlTriggerCall *call, const RlTriggerInfo *info,
+			 const RlPolicy *pol, const RlRequest *req,
+			 const RlKeyBuf *kb)
 {
-	Datum		row = heap_copy_tuple_as_datum(tuple,
-											   RelationGetDescr(call->rel));
-	Datum		value;
-	bool		isnull;
-
-	call->phase = COST_RUN;
-	call->cost_expr = info->cost_expr;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_plan(info->cost_plan, &row, NULL, true, 1) !=
-		SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "could not evaluate the cost expression");
-	value = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-						  &isnull);
-	SPI_finish();
-	call->phase = COST_NONE;
-	if (isnull)
+	if (info->cost_plan != NULL)
 		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("cost expression \"%s\" of trigger \"%s\" on table \"%s\" is null for this row",
-						info->cost_expr, call->tg->tgname,
-						RelationGetRelationName(call->rel)),
-				 errhint("Use coalesce() in the expression to give such rows a cost.")));
-	return DatumGetInt64(value);
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("trigger \"%s\" on table \"%s\" gives a cost, but policy \"%s\" is a concurrency limit",
+						call->tg->tgname, RelationGetRelationName(call->rel),
+						pol->name),
+				 errdetail("A transaction holds one slot of a key, whatever its rows.")));
+	if (!rl_acquire_slot(req, 0, false))
+		ereport(ERROR,
+				(errcode(ERRCODE_RL_QUOTA_EXCEEDED),
+				 errmsg("concurrency limit reached for policy \"%s\"",
+						pol->name),
+				 errdetail("Key \"%s\" may be used by " INT64_FORMAT " transactions at once.",
+						   pnstrdup(kb->data, kb->len),
+						   req->params.limit),
+				 errhint("Retry when one of them has ended."),
+				 errtable(call->rel)));
 }
 
 /*
@@ -696,7 +578,7 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 	int64		cost = 0;
 
 	if (info->cost_plan != NULL)
-		cost = row_cost(call, info, tuple);
+		cost = rl_row_cost(call, info->cost_expr, info->cost_plan, tuple);
 	rl_key_build(info->keys, info->nkeys, tuple, RelationGetDescr(call->rel),
 				 &kb);
 	if (kb.len > RL_MAX_KEY_LEN)
@@ -712,6 +594,11 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 						RelationGetRelationName(call->rel)),
 				 errhint("Policies are the rows of table rl_policy.")));
 	rl_policy_request_in(pol, kb.data, kb.len, stored, &req);
+	if (rl_algo_holds(req.algo))
+	{
+		enforce_slot(call, info, pol, &req, &kb);
+		return;
+	}
 	if (info->cost_plan != NULL)
 	{
 		req.params.cost = cost;

@@ -14,7 +14,8 @@
  *	  estimate, rounded up), that W being the period;
  *	- token_bucket and leaky_bucket: no "used" (a bucket refills all the
  *	  time: what it holds is not a count over any period); NULL, with
- *	  what remains.
+ *	  what remains;
+ *	- concurrency: the slots in flight, with no period.
  * All keys of a policy come from the engine's scan (the shared-memory
  * store; Redis offers none, so there a key must be named and its look is
  * a call of cost 0).  Each key is read under its partition's shared lock,
@@ -75,6 +76,11 @@ usage_row(const RlRequest *req, int64 now, bool found, const RlOutcome *out,
 		case RL_STATE_BUCKET:
 			nulls[1] = nulls[4] = nulls[5] = true;
 			break;
+		case RL_STATE_SLOTS:
+			/* slots in flight now: no period */
+			values[1] = Int64GetDatum(p->limit - Min(remaining, p->limit));
+			nulls[4] = nulls[5] = true;
+			break;
 	}
 }
 
@@ -121,6 +127,8 @@ rl_usage(PG_FUNCTION_ARGS)
 					  PG_GETARG_TEXT_PP(1), &req);
 	req.at = now;
 	local = rl_request_backend(&req) == RL_BACKEND_LOCAL;
+	if (rl_algo_holds(req.algo))
+		rl_slots_local(&req);
 	InitMaterializedSRF(fcinfo, 0);
 
 	if (!PG_ARGISNULL(1))
