@@ -10,13 +10,20 @@
  * decide on the entry's state (lending the pool to a log), records the
  * latest time and idle time, and releases the lock.  Nothing under the
  * lock allocates, raises or waits for I/O (store.c has the locking
- * contract).
+ * contract).  A call that found no room says why in a WARNING once the
+ * lock is released (at most one a minute per backend).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "commands/dbcommands.h"
+#include "miscadmin.h"
+
 #include "store_int.h"
+
+/* at most one warning of a call without room per backend and interval */
+#define RL_NO_ROOM_WARN_INTERVAL	(60 * USECS_PER_SEC)
 
 /* Lock a partition for the call (exclusively), remembering it. */
 static void
@@ -55,7 +62,6 @@ entry_decide(RlEntry *e, bool fresh, int64 t, const RlParams *p,
 		/* it must append to a full tail: again, with a block */
 		ok = algo->decide(&e->st, false, t, e->last, p, out, &chain);
 		Assert(ok && chain.spare == RL_NIL && chain.nfreed == 0);
-		rl_store_blocks_changed(e, 1);
 	}
 	return ok;
 }
@@ -102,13 +108,11 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	RlStatus	status = RL_OK;
 	RlEntry    *e;
 
-	call->partno = slot.partno;
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e != NULL)
 	{
 		if (t < e->last)
 			t = e->last;
-		call->busy = e;
 		if (!entry_decide(e, false, t, &req->params, out, call))
 			status = RL_NO_ROOM;
 		e->last = t;
@@ -121,14 +125,12 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	else
 	{
 		e->last = t;
-		call->busy = e;
 		if (!entry_decide(e, true, t, &req->params, out, call))
 		{
 			rl_store_remove(slot.partno, e);
 			status = RL_NO_ROOM;
 		}
 	}
-	call->busy = NULL;
 	if (status == RL_NO_ROOM)
 	{
 		rl_store->parts[slot.partno].d.refused++;
@@ -168,6 +170,58 @@ refund_locked(const RlRequest *req, RlSlot slot, const RlReceipt *r)
 }
 
 /*
+ * Say why a call of this backend found no room (its fail_mode decided), at
+ * most once per interval: which cap, or that the store is full.  After
+ * the partition locks are released; now is the real clock.
+ */
+static void
+warn_no_room(const RlCall *call, int64 now)
+{
+	static int64 last_warned = PG_INT64_MIN;
+	const char *what = call->refused_blocks ? "pool blocks" : "keys";
+	uint64		cap;
+
+	if (call->refusal == RL_REFUSED_NONE ||
+		(last_warned != PG_INT64_MIN &&
+		 now < last_warned + RL_NO_ROOM_WARN_INTERVAL && now >= last_warned))
+		return;
+	last_warned = now;
+	switch (call->refusal)
+	{
+		case RL_REFUSED_ROLE:
+			cap = rl_owner_cap(call->refused_blocks, false);
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("ratelimit: role \"%s\" holds its share of the store's %s",
+							GetUserNameFromId(GetUserId(), false), what),
+					 errdetail("One role may hold %d%% of them across databases (%llu), set by \"ratelimit.role_share\"; a call that needs more is decided by its fail_mode.",
+							   rl_role_share, (unsigned long long) cap),
+					 errhint("Raise \"ratelimit.role_share\", \"ratelimit.max_keys\" or \"ratelimit.pool_size\", or use fewer keys or shorter windows.")));
+			break;
+		case RL_REFUSED_DATABASE:
+			cap = rl_owner_cap(call->refused_blocks, true);
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("ratelimit: database \"%s\" holds its share of the store's %s",
+							get_database_name(MyDatabaseId), what),
+					 errdetail("One database may hold %d%% of them (%llu), set by \"ratelimit.database_share\"; a call that needs more is decided by its fail_mode.",
+							   rl_database_share, (unsigned long long) cap),
+					 errhint("Raise \"ratelimit.database_share\", \"ratelimit.max_keys\" or \"ratelimit.pool_size\", or use fewer keys or shorter windows.")));
+			break;
+		default:
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("ratelimit: the store has no room for more %s",
+							what),
+					 errdetail("Every entry holds a key that is not idle yet; a call that needs a new one is decided by its fail_mode."),
+					 errhint("Raise \"%s\".",
+							 call->refused_blocks ? "ratelimit.pool_size" :
+							 "ratelimit.max_keys")));
+			break;
+	}
+}
+
+/*
  * engine decide: one request against the shared-memory state.  "now" is
  * the real clock, read by the caller before any lock: it is the call's
  * time unless "at" was given, and the time reclaim compares idle_at with.
@@ -186,6 +240,8 @@ store_decide(const RlRequest *req, int64 now, RlOutcome *out,
 	call_lock(&call, slot.partno);
 	status = decide_locked(req, slot, now, &call, out, receipt);
 	LWLockRelease(&rl_locks[slot.partno].lock);
+	if (unlikely(status == RL_NO_ROOM))
+		warn_no_room(&call, now);
 	return status;
 }
 
@@ -273,6 +329,7 @@ store_decide_all(const RlRequest *reqs, int n, int64 now,
 
 	for (i = nparts - 1; i >= 0; i--)
 		LWLockRelease(&rl_locks[partnos[i]].lock);
+	warn_no_room(&call, now);
 	return RL_OK;
 }
 
