@@ -214,9 +214,12 @@ typedef void (*RlRefundFn) (RlState *s, int64 t, const RlParams *p,
 
 /*
  * Could calls have left this saved state (the state file is not trusted)?
- * The times are checked by the caller, the idle time against idle_span.
+ * If so, also bound its idle time: lower it to the latest time at which
+ * the state can still differ from a new key's, so that no saved idle time
+ * keeps a key in the store longer than its state needs.  The latest time
+ * is checked by the caller (its range, not in the future).
  */
-typedef bool (*RlImageValidFn) (const RlStateImage *img);
+typedef bool (*RlImageValidFn) (RlStateImage *img);
 
 /*
  * Redis batching: until when a lease taken at "now" by a call with p, which
@@ -234,9 +237,6 @@ typedef struct RlAlgoRoutine
 	RlStateKind state;
 	bool		has_burst;		/* a capacity apart from the limit */
 	RlRefundGrain refund_grain;
-	int64		idle_span;		/* longest time from a call to the state
-								 * being a new key's again (reset_at - t);
-								 * PG_INT64_MAX: up to the saturated time */
 	RlDecideFn	decide;
 	RlRefundFn	refund;
 	RlImageValidFn image_valid;
@@ -281,7 +281,8 @@ extern void rl_sliding_window_counter_refund(RlState *s, int64 t,
 extern int64 rl_sliding_window_counter_lease_end(const RlParams *p,
 												 int64 now,
 												 const RlOutcome *o);
-extern bool rl_window_image_valid(const RlStateImage *img);
+extern bool rl_fixed_window_image_valid(RlStateImage *img);
+extern bool rl_sliding_window_counter_image_valid(RlStateImage *img);
 
 /* algo_bucket.c */
 extern bool rl_token_bucket(RlState *s, bool fresh, int64 t, int64 last,
@@ -294,7 +295,8 @@ extern bool rl_leaky_bucket(RlState *s, bool fresh, int64 t, int64 last,
 							const RlParams *p, RlOutcome *o, RlChain *chain);
 extern void rl_leaky_bucket_refund(RlState *s, int64 t, const RlParams *p,
 								   int64 cost, RlChain *chain);
-extern bool rl_bucket_image_valid(const RlStateImage *img);
+extern bool rl_token_bucket_image_valid(RlStateImage *img);
+extern bool rl_leaky_bucket_image_valid(RlStateImage *img);
 
 /* algo_log.c: sliding_window_log, and the only code that walks a chain */
 extern bool rl_sliding_window_log(RlState *s, bool fresh, int64 t,
@@ -303,7 +305,7 @@ extern bool rl_sliding_window_log(RlState *s, bool fresh, int64 t,
 extern void rl_sliding_window_log_refund(RlState *s, int64 t,
 										 const RlParams *p, int64 cost,
 										 RlChain *chain);
-extern bool rl_log_image_valid(const RlStateImage *img);
+extern bool rl_log_image_valid(RlStateImage *img);
 extern void rl_log_init(RlLogState *s);
 extern bool rl_log_append(RlLogState *s, RlChain *chain, int64 t,
 						  int64 cost);

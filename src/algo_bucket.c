@@ -75,7 +75,9 @@ rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
 /*
  * leaky_bucket: a queue of capacity B draining at r; a new key starts
  * empty; allowed iff level + c <= B, and the admitted call is told to wait
- * until the queue ahead of it has drained.
+ * until the queue ahead of it has drained.  The level is never above B at
+ * a call: a burst lowered since the last call, or a state no call could
+ * have left (the state file is not trusted), keeps at most B queued.
  */
 bool
 rl_leaky_bucket(RlState *state, bool fresh, int64 t, int64 last,
@@ -96,6 +98,8 @@ rl_leaky_bucket(RlState *state, bool fresh, int64 t, int64 last,
 		s->scaled -= (int128) (t - last) * p->limit;
 		if (s->scaled < 0)
 			s->scaled = 0;
+		else if (s->scaled > capacity)
+			s->scaled = capacity;
 	}
 
 	d->allowed = s->scaled + cost <= capacity;
@@ -161,11 +165,43 @@ rl_token_bucket_lease_end(const RlParams *p, int64 now, const RlOutcome *o)
  * A saved bucket: a window greater than zero and at most 100 years, and a
  * content from zero to the largest burst a call may pass, times it.
  */
-bool
-rl_bucket_image_valid(const RlStateImage *img)
+static bool
+bucket_image_valid(const RlStateImage *img)
 {
 	const RlBucketState *b = &img->state.bucket;
 
 	return img->nlog == 0 && b->per > 0 && b->per <= RL_MAX_PER &&
 		b->scaled >= 0 && b->scaled <= (int128) PG_INT64_MAX * b->per;
+}
+
+/*
+ * A saved token bucket (above).  Its burst is not saved, so the state
+ * cannot tell how long it takes to refill: its idle time is bounded by
+ * RL_IDLE_MAX after the latest call.
+ */
+bool
+rl_token_bucket_image_valid(RlStateImage *img)
+{
+	if (!bucket_image_valid(img))
+		return false;
+	rl_idle_bound(img, img->last, RL_IDLE_MAX);
+	return true;
+}
+
+/*
+ * A saved leaky bucket (above).  Its queue drains at L >= 1 unit per W,
+ * so a level of "scaled" (units times W) has drained within "scaled"
+ * microseconds of the latest call: the idle time is bounded by that.  (A
+ * level above the burst is brought down to it at the next call.)
+ */
+bool
+rl_leaky_bucket_image_valid(RlStateImage *img)
+{
+	const RlBucketState *b = &img->state.bucket;
+
+	if (!bucket_image_valid(img))
+		return false;
+	rl_idle_bound(img, img->last,
+				  b->scaled < RL_IDLE_MAX ? (int64) b->scaled : RL_IDLE_MAX);
+	return true;
 }

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/syscache.h"
 
 #include "store_int.h"
 
@@ -81,6 +82,101 @@ rl_store_reset_all(Oid dbid)
 		}
 		LWLockRelease(&rl_locks[partno].lock);
 	}
+	return dropped;
+}
+
+/* qsort and bsearch of OIDs */
+static int
+oid_cmp(const void *a, const void *b)
+{
+	Oid			x = *(const Oid *) a;
+	Oid			y = *(const Oid *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * The distinct databases of the partition's entries, added to the sorted
+ * set dbs (of *n, room for *cap, grown in the current memory context).
+ * Copied under the partition's shared lock into buf (per_part OIDs).
+ */
+static Oid *
+partition_databases(int partno, Oid *buf, Oid *dbs, int *n, int *cap)
+{
+	uint32		base = (uint32) partno * rl_store->per_part;
+	int			got = 0;
+	int			i;
+	uint32		j;
+
+	LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+	for (j = 0; j < rl_store->per_part; j++)
+		if (rl_entries[base + j].flags & RL_ENTRY_USED)
+			buf[got++] = rl_entries[base + j].dbid;
+	LWLockRelease(&rl_locks[partno].lock);
+
+	for (i = 0; i < got; i++)
+	{
+		if (bsearch(&buf[i], dbs, *n, sizeof(Oid), oid_cmp) != NULL)
+			continue;
+		if (*n == *cap)
+		{
+			*cap *= 2;
+			dbs = repalloc(dbs, sizeof(Oid) * *cap);
+		}
+		dbs[(*n)++] = buf[i];
+		qsort(dbs, *n, sizeof(Oid), oid_cmp);
+	}
+	return dbs;
+}
+
+/*
+ * Drop the entries of databases that do not exist: dropped ones, whose
+ * keys only idleness would free otherwise, and those a forged state file
+ * named (the postmaster cannot read the catalog when it loads the file).
+ * The databases of the entries are collected partition by partition
+ * under shared locks, looked up in pg_database with no lock held, and the
+ * entries of those that do not exist are dropped under each partition's
+ * exclusive lock.  In a transaction.  Returns the number dropped.
+ */
+int64
+rl_store_drop_gone(void)
+{
+	Oid		   *buf = palloc(sizeof(Oid) * rl_store->per_part);
+	int			cap = 16;
+	int			n = 0;
+	Oid		   *dbs = palloc(sizeof(Oid) * cap);
+	int			ngone = 0;
+	int64		dropped = 0;
+	int			partno;
+	int			i;
+
+	for (partno = 0; partno < rl_store->nparts; partno++)
+		dbs = partition_databases(partno, buf, dbs, &n, &cap);
+	for (i = 0; i < n; i++)
+		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i])))
+			dbs[ngone++] = dbs[i];	/* stays sorted */
+
+	for (partno = 0; ngone > 0 && partno < rl_store->nparts; partno++)
+	{
+		uint32		base = (uint32) partno * rl_store->per_part;
+		uint32		j;
+
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		for (j = 0; j < rl_store->per_part; j++)
+		{
+			RlEntry    *e = &rl_entries[base + j];
+
+			if ((e->flags & RL_ENTRY_USED) &&
+				bsearch(&e->dbid, dbs, ngone, sizeof(Oid), oid_cmp) != NULL)
+			{
+				rl_store_remove(partno, e);
+				dropped++;
+			}
+		}
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	pfree(buf);
+	pfree(dbs);
 	return dropped;
 }
 

@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 
@@ -24,6 +25,9 @@
 
 /* at most one warning of a call without room per backend and interval */
 #define RL_NO_ROOM_WARN_INTERVAL	(60 * USECS_PER_SEC)
+
+/* how often a backend may look for entries of databases that are gone */
+#define RL_DROP_GONE_INTERVAL		(10 * USECS_PER_SEC)
 
 /* Lock a partition for the call (exclusively), remembering it. */
 static void
@@ -222,6 +226,24 @@ warn_no_room(const RlCall *call, int64 now)
 }
 
 /*
+ * May this backend look for entries of databases that are gone, now?  At
+ * most once per interval (the look reads every entry and the catalog),
+ * and only in a transaction.
+ */
+static bool
+may_drop_gone(int64 now)
+{
+	static int64 last_look = PG_INT64_MIN;
+
+	if (!IsTransactionState() ||
+		(last_look != PG_INT64_MIN && now >= last_look &&
+		 now < last_look + RL_DROP_GONE_INTERVAL))
+		return false;
+	last_look = now;
+	return true;
+}
+
+/*
  * engine decide: one request against the shared-memory state.  "now" is
  * the real clock, read by the caller before any lock: it is the call's
  * time unless "at" was given, and the time reclaim compares idle_at with.
@@ -241,7 +263,18 @@ store_decide(const RlRequest *req, int64 now, RlOutcome *out,
 	status = decide_locked(req, slot, now, &call, out, receipt);
 	LWLockRelease(&rl_locks[slot.partno].lock);
 	if (unlikely(status == RL_NO_ROOM))
-		warn_no_room(&call, now);
+	{
+		/* entries of databases that are gone hold room: drop them, again */
+		if (call.refusal == RL_REFUSED_FULL && may_drop_gone(now) &&
+			rl_store_drop_gone() > 0)
+		{
+			call_lock(&call, slot.partno);
+			status = decide_locked(req, slot, now, &call, out, receipt);
+			LWLockRelease(&rl_locks[slot.partno].lock);
+		}
+		if (status == RL_NO_ROOM)
+			warn_no_room(&call, now);
+	}
 	return status;
 }
 

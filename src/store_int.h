@@ -281,6 +281,7 @@ extern int	rl_store_key_copy(const RlEntry *e, char *out);
 extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
 extern int64 rl_store_reset_all(Oid dbid);
+extern int64 rl_store_drop_gone(void);
 extern int	rl_store_figures(RlInfoItem *items);
 extern bool rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img);
 extern void rl_store_images(void (*fn) (const RlEntryImage *img, void *arg),

@@ -363,10 +363,11 @@ sub _leaky_bucket
 	my ($s, $p) = @_;
 	my ($L, $W, $c, $B, $t) = @$p{qw(L W c B t)};
 
+	# never above B at a call (a burst lowered since keeps B queued)
 	my $level =
 	  $p->{fresh}
 	  ? _rat(0)
-	  : _max(_rat(0), $s->{level} - _rat($p->{elapsed}) * $L / $W);
+	  : _min(_rat($B), _max(_rat(0), $s->{level} - _rat($p->{elapsed}) * $L / $W));
 	my $allowed = $level + $c <= $B;
 	my ($retry, $delay) = (0, 0);
 	if ($allowed)
