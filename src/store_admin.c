@@ -430,7 +430,9 @@ rl_store_restore(const RlEntryImage *img)
 		return RL_RESTORE_DUPLICATE;
 	rl_store_call_init(&call, (uint16) rl_owner_claim(img->owner_dbid,
 													 img->owner_roleid));
-	e = rl_store_create(slot, &req, PG_INT64_MIN, &call);
+	call.partno = slot.partno;
+	call.before = PG_INT64_MIN;
+	e = rl_store_create(slot, &req, &call);
 	if (e == NULL)
 		return RL_RESTORE_NO_ROOM;
 	e->last = img->saved.last;

@@ -112,31 +112,39 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	RlStatus	status = RL_OK;
 	RlEntry    *e;
 
+	call->partno = slot.partno;
+	call->before = Min(now, t) - RL_RECLAIM_MARGIN;
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e != NULL)
 	{
 		if (t < e->last)
 			t = e->last;
+		call->busy = e;
 		if (!entry_decide(e, false, t, &req->params, out, call))
 			status = RL_NO_ROOM;
 		e->last = t;
 	}
 	else if (req->params.cost == 0)
 		fresh_decide(req, t, out);
-	else if ((e = rl_store_create(slot, req, Min(now, t) - RL_RECLAIM_MARGIN,
-								  call)) == NULL)
+	else if ((e = rl_store_create(slot, req, call)) == NULL)
 		status = RL_NO_ROOM;
 	else
 	{
 		e->last = t;
+		call->busy = e;
 		if (!entry_decide(e, true, t, &req->params, out, call))
 		{
 			rl_store_remove(slot.partno, e);
 			status = RL_NO_ROOM;
 		}
 	}
+	call->busy = NULL;
 	if (status == RL_NO_ROOM)
 	{
+		if (call->refusal == RL_REFUSED_ROLE)
+			pg_atomic_fetch_add_u64(&rl_store->refused_role, 1);
+		else if (call->refusal == RL_REFUSED_DATABASE)
+			pg_atomic_fetch_add_u64(&rl_store->refused_database, 1);
 		rl_store->parts[slot.partno].d.refused++;
 		pg_atomic_fetch_add_u64(&rl_owner_slots[call->owner].refused, 1);
 		receipt->engine = RL_ENGINE_NONE;

@@ -18,7 +18,7 @@
 
 #include "store_int.h"
 
-static void make_room(int partno, int64 before);
+static void make_room(const RlCall *call, int scan);
 
 /* ---- the pool (spinlock held only to pop or push) ---- */
 
@@ -186,14 +186,33 @@ rl_store_remove(int partno, RlEntry *e)
 }
 
 /*
+ * Take an entry (or a pool block) for the owner within the caps of its
+ * role and database.  A role or database at its cap may hold entries that
+ * are idle but not reclaimed yet (reclaim runs when room is needed): the
+ * call's partition is reclaimed once, looking further than for a full
+ * partition (its idle entries may be anywhere), and the cap tried again.
+ */
+static RlRefusal
+take_capped(RlCall *call, uint16 owner, bool blocks)
+{
+	RlRefusal	why = rl_owner_take(owner, blocks, 1);
+
+	if (why != RL_REFUSED_NONE && call->before != PG_INT64_MIN)
+	{
+		make_room(call, RL_RECLAIM_SCAN_CAP);
+		why = rl_owner_take(owner, blocks, 1);
+	}
+	return why;
+}
+
+/*
  * Take a free entry for a new key of the call's owner and link it in,
- * within the caps of the owner's role and database, reclaiming entries
- * idle since before "before" if the partition is full.  NULL if there is
- * no room (call->refusal says why).
+ * within the caps of the owner's role and database, reclaiming idle
+ * entries if the partition is full.  NULL if there is no room
+ * (call->refusal says why).
  */
 RlEntry *
-rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
-				RlCall *call)
+rl_store_create(RlSlot slot, const RlRequest *req, RlCall *call)
 {
 	RlPartitionData *part = &rl_store->parts[slot.partno].d;
 	uint32	   *bucket;
@@ -201,30 +220,36 @@ rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
 	RlEntry    *e;
 	RlRefusal	why;
 
-	if (part->free == RL_NIL)
-		make_room(slot.partno, before);
-	if (part->free == RL_NIL)
+	/* the caps first: a call over one is refused for it, store full or not */
+	if ((why = take_capped(call, call->owner, false)) == RL_REFUSED_NONE)
 	{
-		call->refusal = RL_REFUSED_FULL;
-		call->refused_blocks = false;
-		return NULL;
+		if (part->free == RL_NIL && call->before != PG_INT64_MIN)
+			make_room(call, RL_RECLAIM_SCAN);
+		if (part->free == RL_NIL)
+		{
+			rl_owner_count(call->owner, false, -1);
+			why = RL_REFUSED_FULL;
+		}
 	}
-	if ((why = rl_owner_take(call->owner, false, 1)) != RL_REFUSED_NONE)
+	if (why != RL_REFUSED_NONE)
 	{
 		call->refusal = why;
 		call->refused_blocks = false;
 		return NULL;
 	}
 
+	/* off the free list first: taking key blocks may reclaim onto it */
 	idx = part->free;
 	e = &rl_entries[idx];
+	part->free = e->next;
 	e->owner = call->owner;
 	if (!key_store(e, req->key, req->keylen, call))
 	{
+		e->next = part->free;
+		part->free = idx;
 		rl_owner_count(call->owner, false, -1);
 		return NULL;
 	}
-	part->free = e->next;
 	part->used++;
 
 	e->hash = slot.hash;
@@ -246,26 +271,30 @@ rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
 /* ---- reclaim (under the calling partition lock) ---- */
 
 /*
- * Make room in a full partition: free the entries idle since before
- * "before" ahead of the clock hand, looking at a bounded number of them.
- * A live entry is never dropped, whoever asks.
+ * Reclaim in the call's partition: free the entries idle since before the
+ * call's reclaim time ahead of the clock hand, looking at up to "scan" of
+ * them (and the whole partition at most), but for the entry the call is
+ * deciding.  A live entry is never dropped, whoever asks.
  */
 static void
-make_room(int partno, int64 before)
+make_room(const RlCall *call, int scan)
 {
+	int			partno = call->partno;
+	int64		before = call->before;
 	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32		base = (uint32) partno * rl_store->per_part;
 	int			scanned;
 	int			freed = 0;
 
-	for (scanned = 0; scanned < RL_RECLAIM_SCAN && freed < RL_RECLAIM_FREE;
-		 scanned++)
+	scan = (int) Min((uint32) scan, rl_store->per_part);
+	for (scanned = 0; scanned < scan && freed < RL_RECLAIM_FREE; scanned++)
 	{
 		RlEntry    *e = &rl_entries[base + part->hand];
 
 		if (++part->hand == rl_store->per_part)
 			part->hand = 0;
-		if ((e->flags & RL_ENTRY_USED) && e->idle_at <= before)
+		if ((e->flags & RL_ENTRY_USED) && e->idle_at <= before &&
+			e != call->busy)
 		{
 			rl_store_remove(partno, e);
 			freed++;
@@ -287,7 +316,7 @@ rl_store_block_take(RlCall *call, uint16 owner)
 
 	/* a full pool first: a cap refuses only what the pool could give */
 	if (block != RL_NIL &&
-		(why = rl_owner_take(owner, true, 1)) != RL_REFUSED_NONE)
+		(why = take_capped(call, owner, true)) != RL_REFUSED_NONE)
 	{
 		rl_store_pool_push(block, block, 1);
 		block = RL_NIL;

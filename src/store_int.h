@@ -23,9 +23,13 @@
 #define RL_MAX_PARTITIONS	128
 #define RL_KEY_INLINE		50
 
-/* reclaim: entries looked at, and freed at most, by one inserting call */
+/*
+ * reclaim: entries looked at, and freed at most, by one inserting call;
+ * looked at when a cap refuses (the role's idle entries may be anywhere)
+ */
 #define RL_RECLAIM_SCAN		256
 #define RL_RECLAIM_FREE		32
+#define RL_RECLAIM_SCAN_CAP	4096
 
 /*
  * An entry is reclaimed only once it has been idle this long (us) before
@@ -144,12 +148,17 @@ extern rl_hidden uint32 *rl_block_next;
 
 /*
  * What one call (or one restored entry) does in the store: whose it is,
- * which partitions it holds locked, and why it got no room (for its
+ * which partitions it holds locked, the request in hand (its partition,
+ * the time before which entries of it may be reclaimed, the entry being
+ * decided, never reclaimed meanwhile), and why it got no room (for its
  * warning, given once the locks are released).
  */
 typedef struct RlCall
 {
 	uint16		owner;			/* the caller's owner slot */
+	int			partno;
+	int64		before;			/* PG_INT64_MIN: reclaim nothing */
+	const RlEntry *busy;
 	RlRefusal	refusal;
 	bool		refused_blocks; /* the refusal was of a pool block */
 	uint64		held[RL_MAX_PARTITIONS / 64];
@@ -194,6 +203,7 @@ rl_store_call_init(RlCall *call, uint16 owner)
 {
 	memset(call, 0, sizeof(*call));
 	call->owner = owner;
+	call->before = PG_INT64_MIN;
 }
 
 /* Where the state of (database, algorithm, key) lives. */
@@ -269,7 +279,7 @@ extern uint64 rl_owner_cap(bool blocks, bool database);
 
 /* store_entry.c */
 extern RlEntry *rl_store_create(RlSlot slot, const RlRequest *req,
-								int64 before, RlCall *call);
+								RlCall *call);
 extern void rl_store_remove(int partno, RlEntry *e);
 extern uint32 rl_store_entry_blocks(const RlEntry *e);
 extern void rl_store_blocks_changed(RlEntry *e, int32 delta);

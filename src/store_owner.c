@@ -296,10 +296,28 @@ rl_owner_cap(bool blocks, bool database)
 }
 
 /*
+ * Add n to a record's sum if that keeps it within the cap (a cap of the
+ * whole capacity is none: the store or the pool being full says it).  The
+ * sum is added to first and checked as the add returned it, so that calls
+ * racing in other partitions never pass a cap together.
+ */
+static bool
+sum_take(pg_atomic_uint32 *sum, uint32 n, uint64 cap, uint64 capacity)
+{
+	if (cap >= capacity)
+	{
+		pg_atomic_fetch_add_u32(sum, n);
+		return true;
+	}
+	if ((uint64) pg_atomic_fetch_add_u32(sum, n) + n <= cap)
+		return true;
+	pg_atomic_fetch_sub_u32(sum, n);
+	return false;
+}
+
+/*
  * Take n more entries (or pool blocks) for the owner, within the caps of
- * its role and its database: the sums are added to first and checked as
- * the adds returned them, so that calls racing in other partitions never
- * pass a cap together; over a cap, the adds are taken back and the cap is
+ * its role and its database; over a cap, nothing is taken and the cap is
  * returned.  Under the partition lock of the entry concerned.
  */
 RlRefusal
@@ -310,23 +328,15 @@ rl_owner_take(uint16 owner, bool blocks, uint32 n)
 	RlOwner    *role = &rl_owner_slots[o->role];
 	pg_atomic_uint32 *role_sum = blocks ? &role->role_blocks :
 		&role->role_entries;
-	pg_atomic_uint32 *db_sum = blocks ? &db->db_blocks : &db->db_entries;
+	uint64		capacity = blocks ? rl_store->nblocks :
+		(uint64) rl_store->nparts * rl_store->per_part;
 
-	if (n == 0)
-		return RL_REFUSED_NONE;
-	if ((uint64) pg_atomic_fetch_add_u32(role_sum, n) + n >
-		rl_owner_cap(blocks, false))
-	{
-		pg_atomic_fetch_sub_u32(role_sum, n);
-		pg_atomic_fetch_add_u64(&rl_store->refused_role, 1);
+	if (!sum_take(role_sum, n, rl_owner_cap(blocks, false), capacity))
 		return RL_REFUSED_ROLE;
-	}
-	if ((uint64) pg_atomic_fetch_add_u32(db_sum, n) + n >
-		rl_owner_cap(blocks, true))
+	if (!sum_take(blocks ? &db->db_blocks : &db->db_entries, n,
+				  rl_owner_cap(blocks, true), capacity))
 	{
-		pg_atomic_fetch_sub_u32(db_sum, n);
 		pg_atomic_fetch_sub_u32(role_sum, n);
-		pg_atomic_fetch_add_u64(&rl_store->refused_database, 1);
 		return RL_REFUSED_DATABASE;
 	}
 	pg_atomic_fetch_add_u32(blocks ? &o->blocks : &o->entries, n);

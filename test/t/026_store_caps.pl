@@ -152,7 +152,30 @@ flood('tenant', 'there', 600, 'other');
 is(sql(q{SELECT string_agg(datname || '=' || keys, ' ' ORDER BY datname) FROM rl_owners WHERE rolname = 'tenant'}),
 	'other=400 postgres=600', '600 keys in one database and 400 in the other: 1000 for the role');
 
+# ---- keys that are idle do not hold a role's share ----
+
+# the tenant's share is taken by keys that are idle already (used in 2020
+# with a window of one second); the store is far from full, so nothing
+# has reclaimed them: a new key of the tenant reclaims them first
+sql('SELECT rl_reset_all()');
+sql('CREATE ROLE ratelimit_admin; GRANT ratelimit_admin TO tenant');
+is(sql(q{SET ROLE tenant;
+	SELECT count(*) FILTER (WHERE rl_allow('past:' || i, 'fixed_window', 1, '1 second',
+		at => '2020-01-01 00:00:00+00'))
+	FROM generate_series(1, 1000) i}), '1000', 'the tenant\'s share taken by keys of 2020');
+is(owner('tenant', 'keys'), 1000, 'held, but idle');
+my $refused = sql(q{SELECT sum(refused) FROM rl_owners WHERE rolname = 'tenant'});
+flood('tenant', 'now', 100);
+($out) = flood('tenant', 'now', 100);
+is($out, '0', 'the tenant\'s 100 new keys are tracked: a second call on each is denied');
+is(sql(q{SELECT sum(refused) FROM rl_owners WHERE rolname = 'tenant'}), $refused,
+	'none was refused: idle keys were reclaimed to make room under the cap');
+sql('REVOKE ratelimit_admin FROM tenant');
+
 # ---- the shares change at a reload ----
+
+sql('SELECT rl_reset_all(true)');
+flood('tenant', 'start', 1000);
 
 sql('ALTER SYSTEM SET ratelimit.role_share = 60');
 sql('SELECT pg_reload_conf()');
