@@ -26,12 +26,17 @@ OBJS = \
 	src/stats.o \
 	src/refund.o \
 	src/dispatch.o \
+	src/dispatch_admin.o \
 	src/args.o \
 	src/policy.o \
+	src/override.o \
+	src/policy_request.o \
+	src/policy_limit.o \
 	src/functions.o \
 	src/usage.o \
 	src/functions_admin.o \
 	src/trigger.o \
+	src/trigger_key.o \
 	src/persist.o
 SHLIB_LINK += -lhiredis
 # the release, as the control file states it (module magic on 18, make dist)
@@ -48,11 +53,11 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate calendar guide
+	refund_aggregate calendar override penalty adjust policy_limits guide
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
-ISOLATION = concurrent_key policy_reload refund_after_reset
+ISOLATION = concurrent_key policy_reload refund_after_reset override_reload
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

@@ -371,3 +371,167 @@ AS $$
 					d.reset_at - coalesce(at, statement_timestamp()))))::bigint
 				END::text))
 $$;
+
+-- ---- Per-key overrides and blocks (docs/quotas.md, "Per-key overrides") ----
+
+-- One row per key whose limits differ from its policy's: another limit or
+-- burst (a plan: raised or lowered), a block until a time ('infinity': no
+-- end), or no limit at all.  Sessions read it with the policies, after the
+-- same invalidations: a change applies at the next call once committed,
+-- and a key keeps what it has used.  Deleting or renaming a policy takes
+-- its overrides with it.
+CREATE TABLE rl_override (
+	policy text NOT NULL REFERENCES rl_policy (name)
+		ON UPDATE CASCADE ON DELETE CASCADE,
+	key text NOT NULL,
+	"limit" bigint,				-- NULL: the policy's
+	burst bigint,				-- NULL: the policy's (or the limit, as its)
+	unlimited boolean NOT NULL DEFAULT false,	-- admit, count nothing
+	blocked_until timestamptz,	-- deny until then; NULL: not blocked
+	PRIMARY KEY (policy, key)
+);
+COMMENT ON TABLE rl_override IS 'rate-limit overrides: another limit, a block or no limit for one key under a policy';
+SELECT pg_catalog.pg_extension_config_dump('rl_override', '');
+-- read by every caller, as policies are; written by administrators
+REVOKE ALL ON rl_override FROM PUBLIC;
+GRANT SELECT ON rl_override TO PUBLIC;
+
+-- Refuse an override a call could not use (the same checks as a call's).
+CREATE FUNCTION rl_override_validate() RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_override_validate'
+LANGUAGE C;
+CREATE TRIGGER rl_override_validate BEFORE INSERT OR UPDATE ON rl_override
+	FOR EACH ROW EXECUTE FUNCTION rl_override_validate();
+
+-- Sessions reread overrides with the policies, told as for rl_policy.
+CREATE TRIGGER rl_override_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON rl_override
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_override ENABLE ALWAYS TRIGGER rl_override_changed;
+CREATE TRIGGER rl_override_applied
+	AFTER INSERT OR UPDATE OR DELETE ON rl_override
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_override ENABLE REPLICA TRIGGER rl_override_applied;
+
+-- Block a key under a policy for a time (NULL: until rl_unblock), from
+-- "at" (NULL: now).  Returns the end of the block.  Writes rl_override,
+-- so its caller needs the privileges of whoever manages policies.
+CREATE FUNCTION rl_block(
+	key text,
+	policy text,
+	duration interval DEFAULT NULL,
+	at timestamptz DEFAULT NULL)
+RETURNS timestamptz
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	until timestamptz;
+BEGIN
+	IF key IS NULL OR policy IS NULL THEN
+		RAISE EXCEPTION '"key" and "policy" must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF duration IS NOT NULL AND duration <= interval '0' THEN
+		RAISE EXCEPTION '"duration" must be positive'
+			USING ERRCODE = 'invalid_parameter_value',
+				  HINT = 'Pass NULL for a block without an end; rl_unblock lifts a block.';
+	END IF;
+	until := CASE WHEN duration IS NULL THEN timestamptz 'infinity'
+		ELSE coalesce(at, now()) + duration END;
+	INSERT INTO @extschema@.rl_override AS o (policy, key, blocked_until)
+	VALUES (policy, key, until)
+	ON CONFLICT ON CONSTRAINT rl_override_pkey
+	DO UPDATE SET blocked_until = EXCLUDED.blocked_until;
+	RETURN until;
+END
+$$;
+REVOKE ALL ON FUNCTION rl_block(text, text, interval, timestamptz) FROM PUBLIC;
+
+-- Lift a key's block; the row goes when nothing else is left in it.
+-- Returns whether the key had a block (ended or not).
+CREATE FUNCTION rl_unblock(key text, policy text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	found_one boolean;
+BEGIN
+	UPDATE @extschema@.rl_override o SET blocked_until = NULL
+	WHERE o.policy = rl_unblock.policy AND o.key = rl_unblock.key
+		AND o.blocked_until IS NOT NULL;
+	found_one := FOUND;
+	DELETE FROM @extschema@.rl_override o
+	WHERE o.policy = rl_unblock.policy AND o.key = rl_unblock.key
+		AND o."limit" IS NULL AND o.burst IS NULL AND NOT o.unlimited
+		AND o.blocked_until IS NULL;
+	RETURN found_one;
+END
+$$;
+REVOKE ALL ON FUNCTION rl_unblock(text, text) FROM PUBLIC;
+
+-- Sessions that read the policies before rl_override existed read them
+-- again, overrides included, once this update commits.
+UPDATE rl_policy SET name = name WHERE false;
+
+-- ---- Penalty box: a policy's block after a denial (docs/quotas.md) ----
+
+-- After a call under the policy is denied, its key is denied for this
+-- long (retry_after says until when); NULL: no penalty box.
+ALTER TABLE rl_policy ADD COLUMN block_duration interval;
+
+-- ---- Charges after the fact: rl_adjust (docs/quotas.md) ----
+
+-- Charge delta units to a key under a policy once the real cost is known
+-- (past the limit if so: later calls are denied until it recovers), or
+-- give -delta units back; outside of transaction rollback.  Returns a
+-- look (cost 0) at the key's state after it.  Revoked from PUBLIC: a
+-- give-back lifts a key's limit, as rl_reset does; grant it to the roles
+-- that settle costs.
+CREATE FUNCTION rl_adjust(
+	key text,
+	policy text,
+	delta bigint,
+	at timestamptz DEFAULT NULL)
+RETURNS rl_decision
+AS 'MODULE_PATHNAME', 'rl_adjust'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION rl_adjust(text, text, bigint, timestamptz) FROM PUBLIC;
+
+-- ---- Several limits in one policy (docs/quotas.md) ----
+
+-- A policy's limits besides the one of its row in rl_policy: a call under
+-- the policy is admitted only if every limit admits, all or nothing, and
+-- reports the binding limit.  A row per limit, named within its policy;
+-- the policy's cost, backend, fail mode, shadow, penalty box and a key's
+-- block or unlimited override apply to all of them.
+CREATE TABLE rl_policy_limit (
+	policy text NOT NULL REFERENCES rl_policy (name)
+		ON UPDATE CASCADE ON DELETE CASCADE,
+	name text NOT NULL,
+	algo text NOT NULL,
+	"limit" bigint NOT NULL,
+	per interval NOT NULL DEFAULT '1 second',
+	burst bigint,
+	PRIMARY KEY (policy, name)
+);
+COMMENT ON TABLE rl_policy_limit IS 'rate-limit policies'' further limits: a call is admitted only if each admits';
+SELECT pg_catalog.pg_extension_config_dump('rl_policy_limit', '');
+REVOKE ALL ON rl_policy_limit FROM PUBLIC;
+GRANT SELECT ON rl_policy_limit TO PUBLIC;
+
+CREATE FUNCTION rl_policy_limit_validate() RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_policy_limit_validate'
+LANGUAGE C;
+CREATE TRIGGER rl_policy_limit_validate BEFORE INSERT OR UPDATE ON rl_policy_limit
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_limit_validate();
+
+CREATE TRIGGER rl_policy_limit_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON rl_policy_limit
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_policy_limit ENABLE ALWAYS TRIGGER rl_policy_limit_changed;
+CREATE TRIGGER rl_policy_limit_applied
+	AFTER INSERT OR UPDATE OR DELETE ON rl_policy_limit
+	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
+ALTER TABLE rl_policy_limit ENABLE REPLICA TRIGGER rl_policy_limit_applied;

@@ -240,6 +240,16 @@ typedef bool (*RlDecideFn) (RlState *s, bool fresh, int64 t, int64 last,
 							const RlParams *p, RlOutcome *o, RlChain *chain);
 
 /*
+ * Charge after the fact (rl_adjust), at time t (after the clamp): p->cost
+ * units are taken whatever the state holds, which may go past the limit
+ * (later calls are denied until the allowance recovers), or, when p->cost
+ * is negative, given back from what counts at t (never below a new key's
+ * state).  Fills the outcome of a look (cost 0) at the state after.  The
+ * return value and the chain as for RlDecideFn.
+ */
+typedef RlDecideFn RlChargeFn;
+
+/*
  * Give back cost units consumed by a call decided at time t with p (an
  * aborted transaction, an all-or-nothing check that failed).  Only what
  * still counts is given back: a consumption whose window has passed has
@@ -274,12 +284,14 @@ typedef struct RlAlgoRoutine
 	bool		has_burst;		/* a capacity apart from the limit */
 	RlRefundGrain refund_grain;
 	RlDecideFn	decide;
+	RlChargeFn	charge;			/* rl_adjust */
 	RlRefundFn	refund;
 	RlImageValidFn image_valid;
 	RlLeaseEndFn lease_end;		/* NULL: never batched */
 	const char *lua_setup;		/* Lua run before decide and refund, or "" */
 	const char *lua_decide;		/* Lua: the decision (src/lua/<name>.lua) */
 	const char *lua_refund;		/* Lua: the refund */
+	const char *lua_charge;		/* Lua: the charge (rl_adjust) */
 } RlAlgoRoutine;
 
 extern rl_hidden const RlAlgoRoutine rl_algos[RL_NUM_ALGOS];
@@ -304,6 +316,9 @@ extern const char *rl_algo_list(bool burst_only);
 /* algo_window.c */
 extern bool rl_fixed_window(RlState *s, bool fresh, int64 t, int64 last,
 							const RlParams *p, RlOutcome *o, RlChain *chain);
+extern bool rl_fixed_window_charge(RlState *s, bool fresh, int64 t,
+								   int64 last, const RlParams *p,
+								   RlOutcome *o, RlChain *chain);
 extern void rl_fixed_window_refund(RlState *s, int64 t, const RlParams *p,
 								   int64 cost, RlChain *chain);
 extern int64 rl_fixed_window_lease_end(const RlParams *p, int64 now,
@@ -311,6 +326,10 @@ extern int64 rl_fixed_window_lease_end(const RlParams *p, int64 now,
 extern bool rl_sliding_window_counter(RlState *s, bool fresh, int64 t,
 									  int64 last, const RlParams *p,
 									  RlOutcome *o, RlChain *chain);
+extern bool rl_sliding_window_counter_charge(RlState *s, bool fresh,
+											 int64 t, int64 last,
+											 const RlParams *p,
+											 RlOutcome *o, RlChain *chain);
 extern void rl_sliding_window_counter_refund(RlState *s, int64 t,
 											 const RlParams *p, int64 cost,
 											 RlChain *chain);
@@ -329,12 +348,18 @@ extern void rl_period_bounds(const RlPeriod *period, int64 t, int64 *start,
 /* algo_bucket.c */
 extern bool rl_token_bucket(RlState *s, bool fresh, int64 t, int64 last,
 							const RlParams *p, RlOutcome *o, RlChain *chain);
+extern bool rl_token_bucket_charge(RlState *s, bool fresh, int64 t,
+								   int64 last, const RlParams *p,
+								   RlOutcome *o, RlChain *chain);
 extern void rl_token_bucket_refund(RlState *s, int64 t, const RlParams *p,
 								   int64 cost, RlChain *chain);
 extern int64 rl_token_bucket_lease_end(const RlParams *p, int64 now,
 									   const RlOutcome *o);
 extern bool rl_leaky_bucket(RlState *s, bool fresh, int64 t, int64 last,
 							const RlParams *p, RlOutcome *o, RlChain *chain);
+extern bool rl_leaky_bucket_charge(RlState *s, bool fresh, int64 t,
+								   int64 last, const RlParams *p,
+								   RlOutcome *o, RlChain *chain);
 extern void rl_leaky_bucket_refund(RlState *s, int64 t, const RlParams *p,
 								   int64 cost, RlChain *chain);
 extern bool rl_token_bucket_image_valid(RlStateImage *img);
@@ -344,6 +369,9 @@ extern bool rl_leaky_bucket_image_valid(RlStateImage *img);
 extern bool rl_sliding_window_log(RlState *s, bool fresh, int64 t,
 								  int64 last, const RlParams *p,
 								  RlOutcome *o, RlChain *chain);
+extern bool rl_sliding_window_log_charge(RlState *s, bool fresh, int64 t,
+										 int64 last, const RlParams *p,
+										 RlOutcome *o, RlChain *chain);
 extern void rl_sliding_window_log_refund(RlState *s, int64 t,
 										 const RlParams *p, int64 cost,
 										 RlChain *chain);

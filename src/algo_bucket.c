@@ -21,18 +21,69 @@
  * round_up's choice (down for tokens, up for a leaky level): at most one
  * microsecond's worth of flow, in the caller's disfavour.
  */
-static void
+static inline void
 bucket_rescale(RlBucketState *s, int64 per, bool round_up)
 {
 	if (s->per != per)
 	{
-		/* split first: content * per alone could overflow 128 bits */
-		int128		whole = s->scaled / s->per;
-		int128		part = (s->scaled % s->per) * per;
+		/* tokens owed (a charge past the limit) round the other way */
+		bool		owed = s->scaled < 0;
+		int128		x = owed ? -s->scaled : s->scaled;
 
-		s->scaled = whole * per + (round_up ? rl_ceil_div128(part, s->per) :
-								   part / s->per);
+		/* split first: content * per alone could overflow 128 bits */
+		int128		whole = x / s->per;
+		int128		part = (x % s->per) * per;
+
+		if (owed)
+			round_up = !round_up;
+		x = whole * per + (round_up ? rl_ceil_div128(part, s->per) :
+						   part / s->per);
+		s->scaled = owed ? -x : x;
 		s->per = per;
+	}
+}
+
+/*
+ * token_bucket's content at t: a new key's is full; otherwise refilled at
+ * r since last, up to B.  A charge past the limit leaves it below zero
+ * (tokens owed), down to -(2^63 - 1) tokens.
+ */
+static void
+token_fill(RlBucketState *s, bool fresh, int64 t, int64 last,
+		   const RlParams *p)
+{
+	int128		capacity = (int128) p->burst * p->per;
+
+	if (fresh)
+	{
+		s->scaled = capacity;
+		s->per = p->per;
+	}
+	else
+	{
+		bucket_rescale(s, p->per, false);
+		s->scaled += (int128) (t - last) * p->limit;
+		if (s->scaled > capacity)
+			s->scaled = capacity;
+	}
+}
+
+/* leaky_bucket's level at t: a new key's is empty; otherwise drained. */
+static void
+leaky_drain(RlBucketState *s, bool fresh, int64 t, int64 last,
+			const RlParams *p)
+{
+	if (fresh)
+	{
+		s->scaled = 0;
+		s->per = p->per;
+	}
+	else
+	{
+		bucket_rescale(s, p->per, true);
+		s->scaled -= (int128) (t - last) * p->limit;
+		if (s->scaled < 0)
+			s->scaled = 0;
 	}
 }
 
@@ -48,19 +99,7 @@ rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
 	int128		capacity = (int128) p->burst * p->per;
 	int128		cost = (int128) p->cost * p->per;
 
-	if (fresh)
-	{
-		s->scaled = capacity;
-		s->per = p->per;
-	}
-	else
-	{
-		bucket_rescale(s, p->per, false);
-		s->scaled += (int128) (t - last) * p->limit;
-		if (s->scaled > capacity)
-			s->scaled = capacity;
-	}
-
+	token_fill(s, fresh, t, last, p);
 	d->allowed = s->scaled >= cost;
 	if (d->allowed)
 		s->scaled -= cost;
@@ -87,21 +126,7 @@ rl_leaky_bucket(RlState *state, bool fresh, int64 t, int64 last,
 	int128		capacity = (int128) p->burst * p->per;
 	int128		cost = (int128) p->cost * p->per;
 
-	if (fresh)
-	{
-		s->scaled = 0;
-		s->per = p->per;
-	}
-	else
-	{
-		bucket_rescale(s, p->per, true);
-		s->scaled -= (int128) (t - last) * p->limit;
-		if (s->scaled < 0)
-			s->scaled = 0;
-		else if (s->scaled > capacity)
-			s->scaled = capacity;
-	}
-
+	leaky_drain(s, fresh, t, last, p);
 	d->allowed = s->scaled + cost <= capacity;
 	if (d->allowed)
 	{
@@ -152,6 +177,51 @@ rl_leaky_bucket_refund(RlState *state, int64 t, const RlParams *p,
 }
 
 /*
+ * token_bucket's charge: tokens taken whatever is left, what is missing
+ * owed (the bucket below zero), or given back up to B; then a look.
+ */
+bool
+rl_token_bucket_charge(RlState *state, bool fresh, int64 t, int64 last,
+					   const RlParams *p, RlOutcome *o, RlChain *chain)
+{
+	RlBucketState *s = &state->bucket;
+	int128		capacity = (int128) p->burst * p->per;
+	int128		lowest = -(int128) PG_INT64_MAX * p->per;
+	RlParams	look = *p;
+
+	token_fill(s, fresh, t, last, p);
+	s->scaled -= (int128) p->cost * p->per;
+	if (s->scaled > capacity)
+		s->scaled = capacity;
+	if (s->scaled < lowest)
+		s->scaled = lowest;
+	look.cost = 0;
+	return rl_token_bucket(state, false, t, t, &look, o, chain);
+}
+
+/*
+ * leaky_bucket's charge: the units join the queue past its capacity if
+ * so, or leave it (never below empty); then a look.
+ */
+bool
+rl_leaky_bucket_charge(RlState *state, bool fresh, int64 t, int64 last,
+					   const RlParams *p, RlOutcome *o, RlChain *chain)
+{
+	RlBucketState *s = &state->bucket;
+	int128		highest = (int128) PG_INT64_MAX * p->per;
+	RlParams	look = *p;
+
+	leaky_drain(s, fresh, t, last, p);
+	s->scaled += (int128) p->cost * p->per;
+	if (s->scaled < 0)
+		s->scaled = 0;
+	if (s->scaled > highest)
+		s->scaled = highest;
+	look.cost = 0;
+	return rl_leaky_bucket(state, false, t, t, &look, o, chain);
+}
+
+/*
  * token_bucket's lease lasts one window W: tokens spent later than taken
  * let the bucket refill meanwhile, by at most the lease (docs/redis.md).
  */
@@ -163,43 +233,45 @@ rl_token_bucket_lease_end(const RlParams *p, int64 now, const RlOutcome *o)
 
 /*
  * A saved bucket: a window greater than zero and at most 100 years, and a
- * content from zero to the largest burst a call may pass, times it.
+ * content from lowest to the largest count, times the window.
  */
 static bool
-bucket_image_valid(const RlStateImage *img)
+bucket_image_within(const RlStateImage *img, int64 lowest)
 {
 	const RlBucketState *b = &img->state.bucket;
 
 	return img->nlog == 0 && b->per > 0 && b->per <= RL_MAX_PER &&
-		b->scaled >= 0 && b->scaled <= (int128) PG_INT64_MAX * b->per;
+		b->scaled >= (int128) lowest * b->per &&
+		b->scaled <= (int128) PG_INT64_MAX * b->per;
 }
 
 /*
- * A saved token bucket (above).  Its burst is not saved, so the state
- * cannot tell how long it takes to refill: its idle time is bounded by
- * RL_IDLE_MAX after the latest call.
+ * A saved token bucket: tokens, or tokens owed after a charge past the
+ * limit (rl_adjust) down to -(2^63 - 1).  Its burst is not saved, so the
+ * state cannot tell how long it takes to refill: its idle time is bounded
+ * by RL_IDLE_MAX after the latest call.
  */
 bool
 rl_token_bucket_image_valid(RlStateImage *img)
 {
-	if (!bucket_image_valid(img))
+	if (!bucket_image_within(img, -PG_INT64_MAX))
 		return false;
 	rl_idle_bound(img, img->last, RL_IDLE_MAX);
 	return true;
 }
 
 /*
- * A saved leaky bucket (above).  Its queue drains at L >= 1 unit per W,
- * so a level of "scaled" (units times W) has drained within "scaled"
- * microseconds of the latest call: the idle time is bounded by that.  (A
- * level above the burst is brought down to it at the next call.)
+ * A saved leaky bucket: a level from zero up (past the burst after a
+ * charge, rl_adjust).  Its queue drains at L >= 1 unit per W, so a level
+ * of "scaled" (units times W) has drained within "scaled" microseconds of
+ * the latest call: the idle time is bounded by that.
  */
 bool
 rl_leaky_bucket_image_valid(RlStateImage *img)
 {
 	const RlBucketState *b = &img->state.bucket;
 
-	if (!bucket_image_valid(img))
+	if (!bucket_image_within(img, 0))
 		return false;
 	rl_idle_bound(img, img->last,
 				  b->scaled < RL_IDLE_MAX ? (int64) b->scaled : RL_IDLE_MAX);

@@ -99,6 +99,37 @@ log_append(RlLogState *s, RlChain *m, int64 t, int64 cost)
 }
 
 /*
+ * Drop the newest entry (its cost spent), and its block if that empties,
+ * handing the block back through m->freed_*, after any handed back
+ * already.
+ */
+static void
+log_drop_newest(RlLogState *s, RlChain *m)
+{
+	uint32		block = s->tail;
+	uint32		before = s->head;
+
+	if (--s->tail_len > (s->tail == s->head ? s->head_pos : 0))
+		return;
+	if (m->nfreed++ == 0)
+		m->freed_first = block;
+	else
+		m->next[m->freed_last] = block;
+	m->freed_last = block;
+	s->nblocks--;
+	if (block == s->head)
+	{
+		s->head = s->tail = RL_NIL;
+		return;
+	}
+	while (m->next[before] != block)
+		before = m->next[before];
+	s->tail = before;
+	s->tail_len = RL_LOG_PER_BLOCK;
+	m->next[before] = RL_NIL;
+}
+
+/*
  * Seconds until a call of the given cost fits: the time at which the oldest
  * entry j expires such that the live entries newer than j plus the cost fit
  * in the limit.
@@ -127,6 +158,17 @@ log_retry_after(const RlLogState *s, const RlChain *m, int64 t,
 	return 0.0;					/* not reached: c <= L fits an empty log */
 }
 
+/* The rest of a decision's outcome, once allowed is known. */
+static void
+log_outcome(const RlLogState *s, const RlChain *m, int64 t,
+			const RlParams *p, RlOutcome *d)
+{
+	d->remaining = Max(p->limit - s->sum, 0);
+	d->retry_after = d->allowed ? 0.0 : log_retry_after(s, m, t, p);
+	d->reset_at = s->tail == RL_NIL ? t : LOG_NEWEST(s, m)->time + p->per;
+	d->delay = 0.0;
+}
+
 /*
  * Give back cost units logged at time t, if that entry is still in the log.
  * An entry that drops to zero is removed when it is the newest (the usual
@@ -140,7 +182,6 @@ rl_sliding_window_log_refund(RlState *state, int64 t, const RlParams *p,
 {
 	RlLogState *s = &state->log;
 	uint32		block = s->head;
-	uint32		before_tail = RL_NIL;
 	int			pos = s->head_pos;
 
 	m->nfreed = 0;
@@ -161,30 +202,13 @@ rl_sliding_window_log_refund(RlState *state, int64 t, const RlParams *p,
 			return;
 		if (++pos == block_end(s, block))
 		{
-			if (m->next[block] == s->tail && block != s->tail)
-				before_tail = block;
 			block = block == s->tail ? RL_NIL : m->next[block];
 			pos = 0;
 		}
 	}
-	if (block == RL_NIL || block != s->tail || pos != s->tail_len - 1 ||
-		LOG_NEWEST(s, m)->cost > 0)
-		return;
-
-	/* drop the emptied newest entry, and its block if that empties */
-	if (--s->tail_len > (s->tail == s->head ? s->head_pos : 0))
-		return;
-	m->nfreed = 1;
-	m->freed_first = m->freed_last = s->tail;
-	s->nblocks--;
-	if (s->tail == s->head)
-		s->head = s->tail = RL_NIL;
-	else
-	{
-		s->tail = before_tail;
-		s->tail_len = RL_LOG_PER_BLOCK;
-		m->next[before_tail] = RL_NIL;
-	}
+	if (block != RL_NIL && block == s->tail && pos == s->tail_len - 1 &&
+		LOG_NEWEST(s, m)->cost == 0)
+		log_drop_newest(s, m);
 }
 
 /*
@@ -218,11 +242,54 @@ rl_sliding_window_log(RlState *state, bool fresh, int64 t, int64 last,
 	d->allowed = p->cost <= p->limit - s->sum;
 	if (d->allowed && p->cost > 0 && !log_append(s, m, t, p->cost))
 		return false;
+	log_outcome(s, m, t, p, d);
+	return true;
+}
 
-	d->remaining = Max(p->limit - s->sum, 0);
-	d->retry_after = d->allowed ? 0.0 : log_retry_after(s, m, t, p);
-	d->reset_at = s->tail == RL_NIL ? t : LOG_NEWEST(s, m)->time + p->per;
-	d->delay = 0.0;
+/*
+ * sliding_window_log's charge: logged at t past the limit if so (the sum
+ * stays within 64 bits), or given back from the newest entries, which go
+ * once spent; then a look.  False as for a decision.
+ */
+bool
+rl_sliding_window_log_charge(RlState *state, bool fresh, int64 t,
+							 int64 last, const RlParams *p, RlOutcome *d,
+							 RlChain *m)
+{
+	RlLogState *s = &state->log;
+	RlParams	look = *p;
+
+	if (fresh)
+		rl_log_init(s);
+	m->nfreed = 0;
+	m->freed_first = m->freed_last = RL_NIL;
+	log_expire(s, m, t, p->per);
+	if (p->cost > 0)
+	{
+		int64		taken = Min(p->cost, PG_INT64_MAX - s->sum);
+
+		if (taken > 0 && !log_append(s, m, t, taken))
+			return false;
+	}
+	else
+	{
+		int64		units = p->cost == PG_INT64_MIN ? PG_INT64_MAX : -p->cost;
+
+		while (units > 0 && s->tail != RL_NIL)
+		{
+			RlLogEntry *newest = LOG_NEWEST(s, m);
+			int64		given = Min(units, newest->cost);
+
+			newest->cost -= given;
+			s->sum -= given;
+			units -= given;
+			if (newest->cost == 0)
+				log_drop_newest(s, m);
+		}
+	}
+	look.cost = 0;
+	d->allowed = 0 <= p->limit - s->sum;
+	log_outcome(s, m, t, &look, d);
 	return true;
 }
 

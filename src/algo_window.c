@@ -150,6 +150,52 @@ rl_sliding_window_counter(RlState *state, bool fresh, int64 t, int64 last,
 }
 
 /*
+ * A charge (or, below zero, a give-back) on the current window's count,
+ * which stays within 0 and the largest count.
+ */
+static void
+window_charge(RlWindowState *s, int64 delta)
+{
+	if (delta >= 0)
+		s->cur = delta > PG_INT64_MAX - s->cur ? PG_INT64_MAX : s->cur + delta;
+	else
+		s->cur = Max(s->cur + delta, 0);
+}
+
+/*
+ * fixed_window's charge: the count of the call's window, past the limit
+ * if so, then a look.
+ */
+bool
+rl_fixed_window_charge(RlState *state, bool fresh, int64 t, int64 last,
+					   const RlParams *p, RlOutcome *o, RlChain *chain)
+{
+	RlParams	look = *p;
+
+	window_roll(&state->window, fresh, t, p, false);
+	window_charge(&state->window, p->cost);
+	look.cost = 0;
+	return rl_fixed_window(state, false, t, last, &look, o, chain);
+}
+
+/*
+ * sliding_window_counter's charge: the current window's count, as a call
+ * consumes, then a look.
+ */
+bool
+rl_sliding_window_counter_charge(RlState *state, bool fresh, int64 t,
+								 int64 last, const RlParams *p, RlOutcome *o,
+								 RlChain *chain)
+{
+	RlParams	look = *p;
+
+	window_roll(&state->window, fresh, t, p, true);
+	window_charge(&state->window, p->cost);
+	look.cost = 0;
+	return rl_sliding_window_counter(state, false, t, last, &look, o, chain);
+}
+
+/*
  * fixed_window: the units still count only while their window lasts.
  */
 void

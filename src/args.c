@@ -128,6 +128,17 @@ rl_arg_algo(text *name)
 	return algo;
 }
 
+/* The error of a key longer than RL_MAX_KEY_LEN bytes. */
+void
+rl_arg_key_too_long(int len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+			 errmsg("\"key\" is too long (%d bytes)", len),
+			 errdetail("Keys may be at most %d bytes long.",
+					   RL_MAX_KEY_LEN)));
+}
+
 /* Check a non-null key argument and point at its bytes. */
 void
 rl_arg_key(text *key, const char **bytes, int *len)
@@ -135,11 +146,7 @@ rl_arg_key(text *key, const char **bytes, int *len)
 	*bytes = VARDATA_ANY(key);
 	*len = VARSIZE_ANY_EXHDR(key);
 	if (*len > RL_MAX_KEY_LEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("\"key\" is too long (%d bytes)", *len),
-				 errdetail("Keys may be at most %d bytes long.",
-						   RL_MAX_KEY_LEN)));
+		rl_arg_key_too_long(*len);
 }
 
 /*
@@ -209,6 +216,29 @@ rl_arg_period(RlAlgo algo, const Interval *per, const pg_tz *tz,
 		pd->tz = tz;
 		pd->anchor = anchor;
 	}
+}
+
+/*
+ * A duration other than a window (a policy's block_duration) in
+ * microseconds: positive, no months, at most 100 years, as a window.
+ */
+int64
+rl_arg_duration(const Interval *iv, const char *name)
+{
+	int128		us;
+
+	if (iv->month != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" must not contain months or years", name),
+				 errdetail("A month has no fixed length.")));
+	us = (int128) iv->day * USECS_PER_DAY + iv->time;
+	if (us <= 0 || us > RL_MAX_PER)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" must be greater than zero and at most 36525 days",
+						name)));
+	return (int64) us;
 }
 
 /*

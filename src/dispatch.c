@@ -115,6 +115,13 @@ dispatch_enter(void)
 		rl_refund_flush();
 }
 
+/* dispatch_enter, for the administrator's doors (dispatch_admin.c). */
+void
+rl_dispatch_enter(void)
+{
+	dispatch_enter();
+}
+
 /*
  * A decision before anything decided it: the one place it is zeroed (its
  * receipts past nreceipts are never read).
@@ -161,6 +168,46 @@ fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 }
 
 /*
+ * The answer to a request that its key's override decides without an
+ * engine (RL_OVERRIDE_*, set by policy.c): a blocked key is denied until
+ * the block's end, which it reports as the time to retry (a block without
+ * an end: one window, as a closed fail mode does); an unlimited key is
+ * admitted and counts nothing.  Returns false when the request is to be
+ * decided as usual: no such override, or only a block over by the call's
+ * time.
+ */
+bool
+rl_override_decision(const RlRequest *req, int64 now, RlDecision *d)
+{
+	int64		t = req->at == RL_NO_TIME ? now : req->at;
+
+	if ((req->override & RL_OVERRIDE_BLOCK) && t < req->blocked_until)
+	{
+		d->out.allowed = false;
+		d->out.remaining = 0;
+		if (req->blocked_until == RL_BLOCKED_FOREVER)
+		{
+			d->out.retry_after = (double) req->params.per / 1000000.0;
+			d->out.reset_at = t + req->params.per;
+		}
+		else
+		{
+			d->out.retry_after = (double) (req->blocked_until - t) / 1000000.0;
+			d->out.reset_at = req->blocked_until;
+		}
+		return true;
+	}
+	if (req->override & RL_OVERRIDE_UNLIMITED)
+	{
+		d->out.allowed = true;
+		d->out.remaining = rl_algo_capacity(req->algo, &req->params);
+		d->out.reset_at = t;
+		return true;
+	}
+	return false;
+}
+
+/*
  * Decide in the shared-memory store; when it has no room for the key,
  * the request's fail_mode decides ("local" counts as "open" there).
  */
@@ -186,8 +233,8 @@ hybrid_scale(int64 n)
 }
 
 /* The request hybrid's local pre-check decides. */
-static RlRequest
-hybrid_precheck(const RlRequest *req)
+RlRequest
+rl_hybrid_precheck(const RlRequest *req)
 {
 	RlRequest	pre = *req;
 
@@ -217,7 +264,7 @@ remote_decide(const RlRequest *req, int64 now, int backend, int fail_mode,
 	redis->validate(req);
 	if (backend == RL_BACKEND_HYBRID)
 	{
-		RlRequest	pre = hybrid_precheck(req);
+		RlRequest	pre = rl_hybrid_precheck(req);
 
 		local_decide(&pre, now, d);
 		if (!d->out.allowed)
@@ -251,26 +298,147 @@ apply_shadow(const RlRequest *req, RlDecision *d)
 	}
 }
 
+/* Decide one request with the engines of its backend. */
+static inline void
+engine_decide(const RlRequest *req, int64 now, int backend, RlDecision *d)
+{
+	if (likely(backend == RL_BACKEND_LOCAL))
+		local_decide(req, now, d);
+	else
+		remote_decide(req, now, backend, rl_request_fail_mode(req), d);
+}
+
+/*
+ * A policy's penalty box (block_duration): after a denial, its key is
+ * denied for that long.  The box is a state of its own beside the key's,
+ * kept by the same engine: a token bucket of one token refilled over
+ * block_duration, under the stored key's policy name, two NULs and the
+ * key (text has no NUL, so no other key is spelt so).  A denial takes the
+ * token; while the bucket is not full again, the key is in the box.
+ * Decisions of the box are not counted and never refunded.  buf holds
+ * RL_MAX_STORED_KEY bytes.
+ */
+void
+rl_penalty_request(const RlRequest *req, int64 cost, char *buf,
+				   RlRequest *box)
+{
+	int			namelen = strlen(req->policy);
+
+	rl_request_init(box);
+	box->algo = RL_TOKEN_BUCKET;
+	box->dbid = req->dbid;
+	memcpy(buf, req->key, namelen + 1);
+	buf[namelen + 1] = '\0';
+	memcpy(buf + namelen + 2, req->key + namelen + 1,
+		   req->keylen - namelen - 1);
+	box->key = buf;
+	box->keylen = req->keylen + 1;
+	box->policy = buf;
+	box->params.limit = 1;
+	box->params.burst = 1;
+	box->params.per = req->block_duration;
+	box->params.cost = cost;
+	box->at = req->at;
+	box->backend = req->backend;
+	box->fail_mode = req->fail_mode;
+}
+
+/*
+ * Look into the key's penalty box (a decision of cost 0): if the key is in
+ * it, turn boxed into a copy of req blocked until the box's end (answered
+ * by override_decision) and return true.  A box no engine could look
+ * into holds nothing: the key's own decision applies its fail mode.
+ */
+static bool
+penalty_look(const RlRequest *req, int64 now, int backend, RlRequest *boxed)
+{
+	char		buf[RL_MAX_STORED_KEY];
+	RlRequest	box;
+	RlDecision	d;
+
+	rl_penalty_request(req, 0, buf, &box);
+	decision_init(&d);
+	engine_decide(&box, now, backend, &d);
+	if (d.failed || d.out.remaining > 0)
+		return false;
+	*boxed = *req;
+	boxed->override |= RL_OVERRIDE_BLOCK;
+	boxed->blocked_until = d.out.reset_at;
+	return true;
+}
+
+/*
+ * If the engines denied req (d) a call that would have consumed (a look
+ * of cost 0 is no attempt), put its key into the penalty box from the
+ * call's time, and report the box's end if it comes later than the
+ * denial's own.
+ */
+static void
+penalty_start(const RlRequest *req, int64 now, int backend, RlDecision *d)
+{
+	char		buf[RL_MAX_STORED_KEY];
+	RlRequest	box;
+	RlDecision	bd;
+	int64		t = req->at == RL_NO_TIME ? now : req->at;
+
+	if (d->out.allowed || d->failed || req->params.cost == 0)
+		return;
+	rl_penalty_request(req, 1, buf, &box);
+	decision_init(&bd);
+	engine_decide(&box, now, backend, &bd);
+	if (bd.failed || !bd.out.allowed)
+		return;
+	if (t + req->block_duration > d->out.reset_at)
+	{
+		d->out.reset_at = t + req->block_duration;
+		d->out.retry_after = (double) req->block_duration / 1000000.0;
+	}
+}
+
+/*
+ * Is the request answered without an engine (rl_override_decision): by a
+ * block in force (of its override or penalty box), or as unlimited?
+ */
+static inline bool
+answered_at(const RlRequest *req, int64 now)
+{
+	return ((req->override & RL_OVERRIDE_BLOCK) &&
+			(req->at == RL_NO_TIME ? now : req->at) < req->blocked_until) ||
+		(req->override & RL_OVERRIDE_UNLIMITED);
+}
+
 /*
  * Decide one request with its policy's backend and fail mode, or the
  * settings'.  The clock is read once here, before any lock.  A shadow
  * (dry-run) request is decided and counted like any other, then allowed.
  * A tracked request's consumption is given back if its (sub)transaction
- * aborts.
+ * aborts.  A key's override or penalty box may answer before the engines.
  */
 void
 rl_decide(const RlRequest *req, RlDecision *d)
 {
 	int64		now;
 	int			backend = rl_request_backend(req);
+	RlRequest	boxed;
 
 	dispatch_enter();
 	now = rl_clock_now();
 	decision_init(d);
-	if (likely(backend == RL_BACKEND_LOCAL))
-		local_decide(req, now, d);
+	if (unlikely(req->override != 0) &&
+		rl_override_decision(req, now, d))
+		 /* answered by the key's override */ ;
+	else if (unlikely(req->block_duration > 0) &&
+			 penalty_look(req, now, backend, &boxed))
+	{
+		req = &boxed;
+		(void) rl_override_decision(req, now, d);
+	}
 	else
-		remote_decide(req, now, backend, rl_request_fail_mode(req), d);
+	{
+		engine_decide(req, now, backend, d);
+		if (unlikely(req->block_duration > 0))
+			penalty_start(req, now, backend, d);
+	}
 	apply_shadow(req, d);
 	rl_stats_count(req, &d->out, d->failed, d->shadowed);
 	if (req->track)
@@ -417,7 +585,7 @@ remote_decide_all(const RlRequest *reqs, int n, int64 now, bool hybrid,
 	for (i = 0; i < n; i++)
 	{
 		redis->validate(&reqs[i]);
-		pre[i] = hybrid_precheck(&reqs[i]);
+		pre[i] = rl_hybrid_precheck(&reqs[i]);
 	}
 	if (hybrid && !local_decide_all(pre, n, now, ds))
 		return false;
@@ -471,6 +639,90 @@ backend_name(int backend)
 	return "?";
 }
 
+/* Decide n requests all or nothing with the engines of their backend. */
+static inline bool
+engine_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
+				  RlDecision *ds)
+{
+	if (backend == RL_BACKEND_LOCAL)
+		return local_decide_all(reqs, n, now, ds);
+	return remote_decide_all(reqs, n, now, backend == RL_BACKEND_HYBRID, ds);
+}
+
+/*
+ * Decide n requests all or nothing when some keys have an override that
+ * answers without an engine (override_decision): those are answered here,
+ * the others decided by the engines all or nothing among themselves.  If
+ * a block denies (and its policy is no shadow), the others are only
+ * looked at (cost 0, anything it took given back), as the rows of a check
+ * that did not admit report.  Returns whether all admitted.
+ */
+static bool
+override_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
+					RlDecision *ds)
+{
+	RlRequest	sub[RL_MAX_MULTI];
+	RlDecision	subd[RL_MAX_MULTI];
+	int			subidx[RL_MAX_MULTI];
+	int			nsub = 0;
+	bool		blocked = false;
+	bool		all = true;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (reqs[i].override != 0 &&
+			rl_override_decision(&reqs[i], now, &ds[i]))
+		{
+			if (!ds[i].out.allowed && !reqs[i].shadow)
+				blocked = true;
+			continue;
+		}
+		subidx[nsub] = i;
+		sub[nsub++] = reqs[i];
+	}
+	if (nsub == 0)
+		return !blocked;
+	for (i = 0; i < nsub; i++)
+	{
+		decision_init(&subd[i]);
+		if (blocked)
+			sub[i].params.cost = 0;
+	}
+	all = engine_decide_all(sub, nsub, now, backend, subd);
+	for (i = 0; i < nsub; i++)
+	{
+		if (blocked)
+			rl_give_back(&sub[i], &subd[i]);
+		ds[subidx[i]] = subd[i];
+	}
+	return all && !blocked;
+}
+
+/*
+ * Decide n requests all or nothing when some have an override or a
+ * penalty box: the keys in their box are blocked until its end
+ * (override_decide_all), and the keys the engines denied go into theirs.
+ */
+static bool
+boxed_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
+				 RlDecision *ds)
+{
+	RlRequest	boxed[RL_MAX_MULTI];
+	bool		all;
+	int			i;
+
+	memcpy(boxed, reqs, sizeof(RlRequest) * n);
+	for (i = 0; i < n; i++)
+		if (reqs[i].block_duration > 0 && !answered_at(&reqs[i], now))
+			(void) penalty_look(&reqs[i], now, backend, &boxed[i]);
+	all = override_decide_all(boxed, n, now, backend, ds);
+	for (i = 0; i < n; i++)
+		if (boxed[i].block_duration > 0 && !answered_at(&boxed[i], now))
+			penalty_start(&boxed[i], now, backend, &ds[i]);
+	return all;
+}
+
 /*
  * Decide n requests all or nothing, on the backend they share (their
  * policies' or the setting's): the local store, or Redis.  Returns whether
@@ -497,10 +749,13 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 
 	dispatch_enter();
 	now = rl_clock_now();
-	if (backend == RL_BACKEND_LOCAL)
-		all = local_decide_all(reqs, n, now, ds);
+	for (i = 0; i < n; i++)
+		if (unlikely(reqs[i].override != 0 || reqs[i].block_duration > 0))
+			break;
+	if (i < n)
+		all = boxed_decide_all(reqs, n, now, backend, ds);
 	else
-		all = remote_decide_all(reqs, n, now, backend == RL_BACKEND_HYBRID, ds);
+		all = engine_decide_all(reqs, n, now, backend, ds);
 	for (i = 0; i < n; i++)
 	{
 		apply_shadow(&reqs[i], &ds[i]);
@@ -511,73 +766,4 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 			if (reqs[i].track)
 				rl_track(&reqs[i], &ds[i]);
 	return all;
-}
-
-/*
- * Drop a key's state (rl_reset): for one algorithm or all of them, in the
- * store, and in Redis too when the request's backend is not local.
- * Returns the number of states dropped.  An ERROR if Redis cannot be
- * reached (the store, cleared first, stays cleared).
- */
-int64
-rl_reset_key(const RlRequest *req, bool all_algos)
-{
-	int64		dropped;
-
-	dispatch_enter();
-	dropped = rl_engine(RL_ENGINE_STORE)->reset(req->dbid, req->key,
-												req->keylen, all_algos,
-												req->algo);
-	if (rl_request_backend(req) != RL_BACKEND_LOCAL)
-		dropped += rl_engine(RL_ENGINE_REDIS)->reset(req->dbid, req->key,
-													 req->keylen, all_algos,
-													 req->algo);
-	return dropped;
-}
-
-/*
- * Drop every state of a database (InvalidOid: of all), in the store, and
- * in Redis when ratelimit.backend uses it or policies_remote says a policy
- * does.
- */
-int64
-rl_reset_database(Oid dbid, bool policies_remote)
-{
-	int64		dropped;
-
-	dispatch_enter();
-	dropped = rl_engine(RL_ENGINE_STORE)->reset_all(dbid);
-
-	if (rl_backend != RL_BACKEND_LOCAL || policies_remote)
-		dropped += rl_engine(RL_ENGINE_REDIS)->reset_all(dbid);
-	return dropped;
-}
-
-/* An engine's figures (rl_store_info, rl_redis_info). */
-int
-rl_engine_info(RlEngineId engine, RlInfoItem *items)
-{
-	return rl_engine(engine)->info(items);
-}
-
-/* The next key holding state in the store (rl_keys). */
-bool
-rl_scan_keys(Oid dbid, uint64 *cursor, RlKeyImage *img)
-{
-	return rl_engine(RL_ENGINE_STORE)->scan(dbid, cursor, img);
-}
-
-/* What a look at a key of the store would report now (rl_keys). */
-bool
-rl_peek(const RlRequest *req, int64 now, RlOutcome *out)
-{
-	return rl_engine(RL_ENGINE_STORE)->peek(req, now, out);
-}
-
-/* The store's owners (rl_owners), palloc'd; returns how many. */
-int
-rl_owners_list(RlOwnerImage **owners)
-{
-	*owners = palloc(sizeof(RlOwnerImage) * rl_store_max_owners());
-	return rl_store_owners(*owners);
 }

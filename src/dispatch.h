@@ -56,11 +56,18 @@ typedef struct RlDecision
 
 extern void rl_dispatch_init(void);
 extern bool rl_dispatch_ready(void);
+extern void rl_dispatch_enter(void);
 
 extern int	rl_request_backend(const RlRequest *req);
 extern int	rl_request_fail_mode(const RlRequest *req);
 
 extern void rl_decide(const RlRequest *req, RlDecision *d);
+extern bool rl_override_decision(const RlRequest *req, int64 now,
+								 RlDecision *d);
+extern RlRequest rl_hybrid_precheck(const RlRequest *req);
+extern void rl_adjust_key(const RlRequest *req, RlDecision *d);
+extern void rl_penalty_request(const RlRequest *req, int64 cost, char *buf,
+							   RlRequest *box);
 extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);
 extern void rl_give_back(const RlRequest *req, RlDecision *d);
 extern void rl_track(const RlRequest *req, const RlDecision *d);

@@ -39,14 +39,46 @@
 /* keys longer than this are refused (SQLSTATE 22001) */
 #define RL_MAX_KEY_LEN		4096
 
-/* longest key an engine holds: a policy's name, a NUL and a key */
-#define RL_MAX_STORED_KEY	(NAMEDATALEN + RL_MAX_KEY_LEN)
+/*
+ * longest key an engine holds: a policy's name, a NUL and a key; a
+ * policy's other limit (policy_limit.c): the policy's name, two NULs, the
+ * limit's name, a NUL and the key; the penalty box of either (dispatch.c):
+ * one NUL more after the policy's name
+ */
+#define RL_MAX_STORED_KEY	(2 * NAMEDATALEN + 2 + RL_MAX_KEY_LEN)
+
+/* most limits a policy may have besides its own (rl_policy_limit) */
+#define RL_MAX_LIMITS		8
+
+/*
+ * One of a policy's limits besides its own (a row of rl_policy_limit): a
+ * call under the policy is admitted only if each of them admits too.
+ */
+typedef struct RlExtraLimit
+{
+	char		name[NAMEDATALEN];
+	RlAlgo		algo;
+	RlParams	params;			/* cost unused: the call's applies */
+} RlExtraLimit;
 
 /* most keys one all-or-nothing call may cover (each may lock a partition) */
 #define RL_MAX_MULTI		32
 
 /* a request's backend or fail_mode not set by its policy: use the setting */
 #define RL_SETTING			(-1)
+
+/*
+ * What a key's override (rl_override, policy.c) says besides its limit and
+ * burst, as flags of RlRequest.override: deny while a block lasts, admit
+ * without counting.  The dispatcher answers these itself, before any
+ * engine; a block over by the call's time leaves the key unlimited if it
+ * is, decided as usual if not.
+ */
+#define RL_OVERRIDE_BLOCK		0x01	/* denied before blocked_until */
+#define RL_OVERRIDE_UNLIMITED	0x02	/* admitted, nothing counted */
+
+/* blocked_until of a block without an end */
+#define RL_BLOCKED_FOREVER	PG_INT64_MAX
 
 /* One rate-limit request, checked. */
 typedef struct RlRequest
@@ -63,6 +95,16 @@ typedef struct RlRequest
 	bool		track;			/* give back what it consumed if its
 								 * (sub)transaction aborts (refund.c) */
 	const char *policy;			/* the policy's name, or NULL */
+	uint8		override;		/* RL_OVERRIDE_* of the key's override */
+	int64		blocked_until;	/* RL_OVERRIDE_BLOCK: Unix us, or
+								 * RL_BLOCKED_FOREVER */
+	int64		block_duration; /* a policy's penalty box: after a denial,
+								 * deny for this long (us); 0: none */
+	int			nlimits;		/* the policy's other limits (the policy
+								 * cache's), decided with this one */
+	const RlExtraLimit *limits;
+	struct RlStatsHandle *stats;	/* where its decisions are counted, found
+									 * once (a policy's); NULL: by identity */
 } RlRequest;
 
 static inline void
@@ -217,6 +259,16 @@ typedef struct RlEngine
 	RlStatus	(*decide_all) (const RlRequest *reqs, int n, int64 now,
 							   const bool *fail_open, RlOutcome *outs,
 							   RlReceipt *receipts, RlStatus *statuses);
+
+	/*
+	 * Charge req->params.cost units after the fact (rl_adjust), whatever
+	 * the state holds (past the limit if so), or give them back when it is
+	 * below zero: the algorithm table's charge.  Not a decision: no
+	 * receipt, nothing to refund.  Fills *out with a look (cost 0) at the
+	 * state after, at the call's time.  RL_NO_ROOM or RL_UNAVAILABLE:
+	 * nothing recorded, *out undefined.
+	 */
+	RlStatus	(*charge) (const RlRequest *req, int64 now, RlOutcome *out);
 
 	/*
 	 * What a call of cost 0 would report now, changing nothing, not even the

@@ -29,6 +29,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "policy_limit.h"
 
 /* argument positions shared by rl_allow and rl_check */
 enum
@@ -62,38 +63,144 @@ PG_FUNCTION_INFO_V1(rl_allow_all);
 PG_FUNCTION_INFO_V1(rl_check_all);
 PG_FUNCTION_INFO_V1(rl_wait);
 PG_FUNCTION_INFO_V1(rl_wait_policy);
+PG_FUNCTION_INFO_V1(rl_adjust);
+
+/* the longest algorithm name a call site remembers */
+#define SITE_ALGO_MAX	32
+
+/*
+ * What one call site (an expression calling one of these functions: its
+ * FmgrInfo's fn_extra) keeps from call to call, in the FmgrInfo's memory
+ * context.  Repeated arguments cost no checks: the algorithm name and
+ * parameters that were checked last, and what they made (a call checking
+ * the same values gets the same result, so none is checked again); the
+ * policy a name found; rl_check's result shape.
+ */
+typedef struct RlCallSite
+{
+	struct RlDecisionShape *shape;	/* rl_check's result, or NULL */
+	bool		checked;		/* the arguments below were checked */
+	int			algolen;
+	char		algoname[SITE_ALGO_MAX];
+	int64		limit;
+	Interval	per;
+	int64		cost;
+	bool		burst_given;
+	int64		burst;
+	const pg_tz *tz;			/* ratelimit.time_zone's zone then */
+	RlAlgo		algo;			/* what they made */
+	RlParams	params;
+	RlPolicyRef policy;			/* the policy forms' */
+} RlCallSite;
+
+/* The call site's memory, made at its first call. */
+static RlCallSite *
+call_site(FunctionCallInfo fcinfo)
+{
+	if (unlikely(fcinfo->flinfo->fn_extra == NULL))
+		fcinfo->flinfo->fn_extra =
+			MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
+								   sizeof(RlCallSite));
+	return (RlCallSite *) fcinfo->flinfo->fn_extra;
+}
+
+/*
+ * Are these the arguments the call site checked last, under the same
+ * ratelimit.time_zone (a calendar window's bounds follow it)?  algo: the
+ * algorithm name; the parameters as passed.
+ */
+static inline bool
+site_same_args(const RlCallSite *site, const text *algo, int64 limit,
+			   const Interval *per, int64 cost, bool burst_given, int64 burst)
+{
+	int			len = VARSIZE_ANY_EXHDR(algo);
+
+	return site->checked && site->algolen == len && site->limit == limit &&
+		site->tz == rl_arg_time_zone_setting() &&
+		site->cost == cost && site->burst_given == burst_given &&
+		(!burst_given || site->burst == burst) &&
+		site->per.time == per->time && site->per.day == per->day &&
+		site->per.month == per->month &&
+		memcmp(site->algoname, VARDATA_ANY(algo), len) == 0;
+}
 
 /*
  * Build the request from the arguments of rl_allow / rl_check / rl_wait,
- * checking each one; only the first two have "at".  The key points into
- * the (detoasted) argument.
+ * checking each one (or, repeated, taking what the call site checked
+ * last); only the first two have "at".  The key points into the
+ * (detoasted) argument.
  */
 static void
 request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 {
+	RlCallSite *site = call_site(fcinfo);
 	RlParams   *p = &req->params;
+	text	   *algo;
+	int64		limit;
+	Interval   *per;
+	int64		cost;
+	bool		burst_given;
+	int64		burst = 0;
 
 	rl_require_store();
-	rl_arg_not_null(fcinfo, ARG_KEY, "key");
-	rl_arg_not_null(fcinfo, ARG_ALGO, "algo");
-	rl_arg_not_null(fcinfo, ARG_LIMIT, "limit");
-	rl_arg_not_null(fcinfo, ARG_PER, "per");
-	rl_arg_not_null(fcinfo, ARG_COST, "cost");
+	if (unlikely(PG_ARGISNULL(ARG_KEY) || PG_ARGISNULL(ARG_ALGO) ||
+				 PG_ARGISNULL(ARG_LIMIT) || PG_ARGISNULL(ARG_PER) ||
+				 PG_ARGISNULL(ARG_COST)))
+	{
+		rl_arg_not_null(fcinfo, ARG_KEY, "key");
+		rl_arg_not_null(fcinfo, ARG_ALGO, "algo");
+		rl_arg_not_null(fcinfo, ARG_LIMIT, "limit");
+		rl_arg_not_null(fcinfo, ARG_PER, "per");
+		rl_arg_not_null(fcinfo, ARG_COST, "cost");
+	}
 
 	rl_request_init(req);
 	rl_arg_key(PG_GETARG_TEXT_PP(ARG_KEY), &req->key, &req->keylen);
-	req->algo = rl_arg_algo(PG_GETARG_TEXT_PP(ARG_ALGO));
 	req->dbid = MyDatabaseId;
 
-	p->limit = PG_GETARG_INT64(ARG_LIMIT);
-	rl_arg_positive(p->limit, "limit");
-	rl_arg_period(req->algo, PG_GETARG_INTERVAL_P(ARG_PER),
-				  rl_arg_time_zone_setting(), false, RL_NO_ANCHOR, p);
-	p->cost = PG_GETARG_INT64(ARG_COST);
-	rl_arg_cost(p->cost);
-	if (!PG_ARGISNULL(ARG_BURST))
-		p->burst = PG_GETARG_INT64(ARG_BURST);
-	rl_params_check(req->algo, p, !PG_ARGISNULL(ARG_BURST));
+	algo = PG_GETARG_TEXT_PP(ARG_ALGO);
+	limit = PG_GETARG_INT64(ARG_LIMIT);
+	per = PG_GETARG_INTERVAL_P(ARG_PER);
+	cost = PG_GETARG_INT64(ARG_COST);
+	burst_given = !PG_ARGISNULL(ARG_BURST);
+	if (burst_given)
+		burst = PG_GETARG_INT64(ARG_BURST);
+
+	if (likely(site_same_args(site, algo, limit, per, cost, burst_given,
+							  burst)))
+	{
+		req->algo = site->algo;
+		*p = site->params;
+	}
+	else
+	{
+		site->checked = false;
+		req->algo = rl_arg_algo(algo);
+		p->limit = limit;
+		rl_arg_positive(p->limit, "limit");
+		rl_arg_period(req->algo, per, rl_arg_time_zone_setting(), false,
+					  RL_NO_ANCHOR, p);
+		p->cost = cost;
+		rl_arg_cost(p->cost);
+		p->burst = burst;
+		rl_params_check(req->algo, p, burst_given);
+
+		/* checked: remember them, if the name fits */
+		if (VARSIZE_ANY_EXHDR(algo) <= SITE_ALGO_MAX)
+		{
+			site->algolen = VARSIZE_ANY_EXHDR(algo);
+			memcpy(site->algoname, VARDATA_ANY(algo), site->algolen);
+			site->limit = limit;
+			site->per = *per;
+			site->cost = cost;
+			site->burst_given = burst_given;
+			site->burst = burst;
+			site->tz = rl_arg_time_zone_setting();
+			site->algo = req->algo;
+			site->params = *p;
+			site->checked = true;
+		}
+	}
 
 	if (has_at && !PG_ARGISNULL(ARG_AT))
 		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(ARG_AT));
@@ -107,7 +214,7 @@ static void
 decide_direct(RlRequest *req, RlDecision *d)
 {
 	req->track = rl_refund_on_rollback;
-	rl_decide(req, d);
+	rl_decide_policy(req, d);
 }
 
 /*
@@ -247,13 +354,14 @@ decision_values(const RlDecisionShape *shape, const RlRequest *req,
 
 /*
  * A decision as an rl_decision datum.  The blessed descriptor and its
- * shape are built once per call site and kept in fn_extra.
+ * shape are built once per call site and kept with it.
  */
 static Datum
 decision_datum(FunctionCallInfo fcinfo, const RlRequest *req,
 			   const RlDecision *d)
 {
-	RlDecisionShape *shape = (RlDecisionShape *) fcinfo->flinfo->fn_extra;
+	RlCallSite *site = call_site(fcinfo);
+	RlDecisionShape *shape = site->shape;
 	Datum	   *values;
 	bool	   *nulls;
 
@@ -266,7 +374,7 @@ decision_datum(FunctionCallInfo fcinfo, const RlRequest *req,
 			elog(ERROR, "function must return type rl_decision");
 		tupdesc = BlessTupleDesc(CreateTupleDescCopy(tupdesc));
 		shape = decision_shape(tupdesc, fcinfo->flinfo->fn_mcxt);
-		fcinfo->flinfo->fn_extra = shape;
+		site->shape = shape;
 		MemoryContextSwitchTo(old);
 	}
 	values = palloc(sizeof(Datum) * shape->tupdesc->natts);
@@ -312,8 +420,10 @@ rl_allow_policy(PG_FUNCTION_ARGS)
 {
 	RlRequest	req;
 	RlDecision	d;
+	char		buf[RL_MAX_STORED_KEY];
 
-	rl_policy_args(fcinfo, PARG_KEY, PARG_POLICY, PARG_AT, PARG_COST, &req);
+	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, PARG_KEY,
+				   PARG_POLICY, PARG_AT, PARG_COST, &req);
 	decide_direct(&req, &d);
 	PG_RETURN_BOOL(d.out.allowed);
 }
@@ -326,9 +436,35 @@ rl_check_policy(PG_FUNCTION_ARGS)
 {
 	RlRequest	req;
 	RlDecision	d;
+	char		buf[RL_MAX_STORED_KEY];
 
-	rl_policy_args(fcinfo, PARG_KEY, PARG_POLICY, PARG_AT, PARG_COST, &req);
+	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, PARG_KEY,
+				   PARG_POLICY, PARG_AT, PARG_COST, &req);
 	decide_direct(&req, &d);
+	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
+}
+
+/*
+ * rl_adjust(key, policy, delta, at) returns rl_decision: charge delta
+ * units to the key under the policy after the fact (past its limit if
+ * so), or give -delta back; reports a look at its state after.
+ */
+Datum
+rl_adjust(PG_FUNCTION_ARGS)
+{
+	RlRequest	req;
+	RlDecision	d;
+
+	rl_arg_not_null(fcinfo, 2, "delta");
+	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, NULL, 0, 1, 3, NO_ARG,
+				   &req);
+	req.params.cost = PG_GETARG_INT64(2);
+	if (req.params.cost == PG_INT64_MIN)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("\"delta\" is out of range"),
+				 errdetail("A give-back is at most 9223372036854775807 units.")));
+	rl_adjust_policy(&req, &d);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
 
@@ -384,6 +520,7 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 					 errmsg("\"keys\", \"policies\" and \"costs\" must not contain nulls")));
 		pol = rl_policy_get(DatumGetTextPP(policies[i]));
 		rl_policy_request(pol, DatumGetTextPP(keys[i]), &reqs[i]);
+		rl_limits_refuse(&reqs[i], "an all-or-nothing check");
 		if (costs != NULL)
 		{
 			reqs[i].params.cost = DatumGetInt64(costs[i]);
@@ -394,8 +531,15 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 			reqs[i].at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(3));
 	}
 
+	/*
+	 * A later policy lookup may have read the policies again, freeing the
+	 * stats handles of earlier requests' policies: count by identity.
+	 */
 	for (i = 0; i < n; i++)
+	{
 		reqs[i].track = rl_refund_on_rollback;
+		reqs[i].stats = NULL;
+	}
 	*all = rl_decide_all(reqs, n, ds);
 	*keys_out = keys;
 	*policies_out = policies;
@@ -546,9 +690,14 @@ Datum
 rl_wait_policy(PG_FUNCTION_ARGS)
 {
 	RlRequest	req;
+	char		buf[RL_MAX_STORED_KEY];
 
 	rl_arg_not_null(fcinfo, 2, "max_wait");
-	rl_policy_args(fcinfo, 0, 1, NO_ARG, 3, &req);
+	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, 0, 1, NO_ARG, 3,
+				   &req);
+	rl_limits_refuse(&req, "rl_wait");
+	/* waits may take in policy changes meanwhile: count by identity */
+	req.stats = NULL;
 	PG_RETURN_BOOL(wait_admitted(&req, max_wait_arg(PG_GETARG_INTERVAL_P(2))));
 }
 

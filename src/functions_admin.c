@@ -36,6 +36,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "policy_limit.h"
 #include "stats.h"
 
 PG_FUNCTION_INFO_V1(rl_reset);
@@ -70,7 +71,7 @@ reset_key(FunctionCallInfo fcinfo, bool has_policy)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("pass either \"algo\" or \"policy\", not both")));
-		rl_policy_args(fcinfo, 0, 2, -1, -1, &req);
+		rl_policy_args(fcinfo, NULL, NULL, 0, 2, -1, -1, &req);
 		all_algos = false;
 	}
 	else
@@ -82,7 +83,9 @@ reset_key(FunctionCallInfo fcinfo, bool has_policy)
 		if (!all_algos)
 			req.algo = rl_arg_algo(PG_GETARG_TEXT_PP(1));
 	}
-	PG_RETURN_INT64(rl_reset_key(&req, all_algos));
+	/* under a policy, each of its limits */
+	PG_RETURN_INT64(req.policy != NULL ? rl_reset_policy(&req) :
+					rl_reset_key(&req, all_algos));
 }
 
 /*
@@ -524,7 +527,9 @@ rl_keys(PG_FUNCTION_ARGS)
 			keylen = img->keylen - (int) (key - img->key);
 			if (img->dbid == MyDatabaseId)
 				pol = rl_policy_find(img->key, namelen);
-			if (pol != NULL && pol->algo == img->algo)
+			/* not a limit's or a penalty box's (key_bytes start with NUL) */
+			if (pol != NULL && pol->algo == img->algo &&
+				(keylen == 0 || key[0] != '\0'))
 			{
 				rl_policy_request(pol, cstring_to_text_with_len(key, keylen),
 								  &req);

@@ -22,7 +22,17 @@
  * relcache entry of the table), so a later version that adds, drops or
  * reorders columns of rl_policy moves nothing here.
  *
- * No shared state: the cache is backend-local, in CacheMemoryContext.
+ * Per-key overrides (the rows of rl_override: another limit or burst for
+ * one key, a block, an unlimited key) are read with the policies, by the
+ * same invalidations (rl_override has the same triggers), into a hash
+ * table per policy (RlPolicy.overrides, NULL for a policy without any): a
+ * call costs one lookup more only under a policy that has overrides, and
+ * never a table lookup.  An override changes the request's parameters,
+ * not its stored key, so a key keeps what it used when its override
+ * changes.
+ *
+ * No shared state: the cache is backend-local, in a context under
+ * CacheMemoryContext.
  *
  *-------------------------------------------------------------------------
  */
@@ -35,6 +45,7 @@
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -51,7 +62,9 @@
 #include "args.h"
 #include "compat.h"
 #include "dispatch.h"
+#include "override.h"
 #include "policy.h"
+#include "policy_limit.h"
 #include "stats.h"
 
 /* the columns of rl_policy a policy is made of */
@@ -68,6 +81,7 @@ typedef enum RlPolicyColumn
 	PCOL_SHADOW,
 	PCOL_TIME_ZONE,				/* optional: 0.3.0 */
 	PCOL_PERIOD_ANCHOR,			/* optional: 0.3.0 */
+	PCOL_BLOCK_DURATION,
 	PCOL_COUNT
 } RlPolicyColumn;
 
@@ -89,6 +103,7 @@ static const struct
 	[PCOL_SHADOW] = {"shadow", BOOLOID},
 	[PCOL_TIME_ZONE] = {"time_zone", TEXTOID, true},
 	[PCOL_PERIOD_ANCHOR] = {"period_anchor", TIMESTAMPTZOID, true},
+	[PCOL_BLOCK_DURATION] = {"block_duration", INTERVALOID, true},
 };
 
 /* where each column is in a descriptor of the table (or of a query) */
@@ -97,10 +112,15 @@ typedef struct RlPolicyAttnos
 	AttrNumber	attno[PCOL_COUNT];
 } RlPolicyAttnos;
 
+static MemoryContext policy_context = NULL;	/* the cache and overrides */
 static HTAB *policy_cache = NULL;
 static bool policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
+static Oid	override_relid = InvalidOid;
+static Oid	limit_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
+static uint32 policy_generation = 0;	/* the cache's, new at each reload
+										 * (RlPolicyRef) */
 static bool callback_registered = false;
 
 /* the validation trigger's columns, for the table validate_relid */
@@ -109,12 +129,15 @@ static RlPolicyAttnos validate_attnos;
 
 PG_FUNCTION_INFO_V1(rl_policy_validate);
 PG_FUNCTION_INFO_V1(rl_policy_changed);
+PG_FUNCTION_INFO_V1(rl_override_validate);
 
 /* relcache callback: the policy table (or everything) changed */
 static void
 policy_inval(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == policy_relid)
+	if (relid == InvalidOid || relid == policy_relid ||
+		(OidIsValid(override_relid) && relid == override_relid) ||
+		(OidIsValid(limit_relid) && relid == limit_relid))
 	{
 		policy_cache_valid = false;
 		policy_changes++;
@@ -263,6 +286,8 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 						NAMEDATALEN - 1)));
 	memset(pol->name, 0, NAMEDATALEN);
 	memcpy(pol->name, VARDATA_ANY(name), len);
+	pol->namelen = len;
+	pol->stats = (RlStatsHandle) RL_STATS_HANDLE_INIT;
 
 	if (nulls[PCOL_ALGO] || nulls[PCOL_LIMIT] || nulls[PCOL_PER] ||
 		nulls[PCOL_COST] || nulls[PCOL_SHADOW])
@@ -291,6 +316,13 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 								   nulls[PCOL_FAIL_MODE], "fail_mode",
 								   rl_fail_mode_options);
 	pol->shadow = DatumGetBool(values[PCOL_SHADOW]);
+	pol->burst_given = !nulls[PCOL_BURST];
+	pol->nlimits = 0;
+	pol->limits = NULL;
+	pol->block_duration = nulls[PCOL_BLOCK_DURATION] ? 0 :
+		rl_arg_duration(DatumGetIntervalP(values[PCOL_BLOCK_DURATION]),
+						"block_duration");
+	pol->overrides = NULL;
 }
 
 /* The schema the extension is installed in, or InvalidOid. */
@@ -312,6 +344,78 @@ extension_schema(void)
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return nsp;
+}
+
+/* The cached policy named by a text, or NULL (for override_load). */
+static RlPolicy *
+policy_by_text(text *name)
+{
+	char		key[NAMEDATALEN];
+	int			len = VARSIZE_ANY_EXHDR(name);
+
+	if (len >= NAMEDATALEN)
+		return NULL;
+	memset(key, 0, NAMEDATALEN);
+	memcpy(key, VARDATA_ANY(name), len);
+	return hash_search(policy_cache, key, HASH_FIND, NULL);
+}
+
+/* A row of rl_override, into its policy's overrides. */
+static void
+override_row(RlPolicy *pol, const Datum *values, const bool *nulls)
+{
+	rl_override_put(&pol->overrides, policy_context, pol->algo, values,
+					nulls);
+}
+
+/* A row of rl_policy_limit, into its policy's other limits. */
+static void
+limit_row(RlPolicy *pol, const Datum *values, const bool *nulls)
+{
+	rl_policy_limit_put(&pol->limits, &pol->nlimits, policy_context, values,
+						nulls);
+}
+
+/*
+ * Read the rows of a table of the policies' parts (rl_override,
+ * rl_policy_limit: the first of the columns selected names the policy)
+ * into the cache's policies, as put says (SPI connected, the policies
+ * loaded), in its latest committed state as the policies are read.
+ */
+static void
+parts_load(Oid nsp, const char *table, const char *columns, int ncolumns,
+		   void (*put) (RlPolicy *pol, const Datum *values,
+						const bool *nulls))
+{
+	StringInfoData query;
+	SPIPlanPtr	plan;
+	uint64		i;
+
+	initStringInfo(&query);
+	appendStringInfo(&query, "SELECT %s FROM %s.%s", columns,
+					 quote_identifier(get_namespace_name(nsp)), table);
+	plan = SPI_prepare(query.data, 0, NULL);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read table \"%s\"", table);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		Datum		values[OCOL_COUNT + LCOL_COUNT];
+		bool		nulls[OCOL_COUNT + LCOL_COUNT];
+		RlPolicy   *pol;
+		int			c;
+
+		for (c = 0; c < ncolumns; c++)
+			values[c] = heap_getattr(SPI_tuptable->vals[i], c + 1,
+									 SPI_tuptable->tupdesc, &nulls[c]);
+		if (nulls[0])
+			continue;
+		pol = policy_by_text(DatumGetTextPP(values[0]));
+		if (pol != NULL)
+			put(pol, values, nulls);
+	}
+	pfree(query.data);
 }
 
 /*
@@ -337,14 +441,22 @@ policy_reload(void)
 				 errmsg("table \"rl_policy\" of extension \"ratelimit\" does not exist in this database"),
 				 errhint("Run CREATE EXTENSION ratelimit, or ALTER EXTENSION ratelimit UPDATE.")));
 
+	override_relid = get_relname_relid("rl_override", nsp);
+	limit_relid = get_relname_relid("rl_policy_limit", nsp);
+
 	policy_watch();
-	if (policy_cache != NULL)
-		hash_destroy(policy_cache);
+	if (policy_context != NULL)
+		MemoryContextDelete(policy_context);
+	policy_cache = NULL;
+	policy_context = AllocSetContextCreate(CacheMemoryContext,
+										   "ratelimit policies",
+										   ALLOCSET_SMALL_SIZES);
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(RlPolicy);
-	ctl.hcxt = CacheMemoryContext;
+	ctl.hcxt = policy_context;
 	policy_cache = hash_create("ratelimit policies", 64, &ctl,
 							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	policy_generation++;
 	policy_cache_valid = true;
 
 	initStringInfo(&query);
@@ -373,6 +485,12 @@ policy_reload(void)
 		entry = hash_search(policy_cache, pol.name, HASH_ENTER, NULL);
 		*entry = pol;
 	}
+	if (OidIsValid(override_relid))
+		parts_load(nsp, "rl_override", rl_override_columns, OCOL_COUNT,
+				   override_row);
+	if (OidIsValid(limit_relid))
+		parts_load(nsp, "rl_policy_limit", rl_policy_limit_columns,
+				   LCOL_COUNT, limit_row);
 	SPI_finish();
 	pfree(query.data);
 }
@@ -488,6 +606,17 @@ rl_policy_any_remote(void)
 	return any;
 }
 
+/* An unknown policy's error (42704). */
+void
+rl_policy_missing(const char *name, int len)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("rate-limit policy \"%s\" does not exist",
+					pnstrdup(name, len)),
+			 errhint("Policies are the rows of table rl_policy.")));
+}
+
 /*
  * The policy of that name; an unknown name is an error (42704).
  */
@@ -498,12 +627,31 @@ rl_policy_get(text *name)
 										 VARSIZE_ANY_EXHDR(name));
 
 	if (pol == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("rate-limit policy \"%s\" does not exist",
-						text_to_cstring(name)),
-				 errhint("Policies are the rows of table rl_policy.")));
+		rl_policy_missing(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
 	return pol;
+}
+
+/*
+ * The policy of that name, as rl_policy_find, remembered in ref: while the
+ * cache is the one ref's policy was found in and the name is the same,
+ * that policy is returned without a lookup (the table's changes are taken
+ * in first, as every lookup does).  NULL if there is no such policy.
+ */
+const RlPolicy *
+rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
+{
+	policy_cache_ready();
+	if (likely(ref->pol != NULL && ref->generation == policy_generation &&
+			   ref->len == len && memcmp(ref->name, name, len) == 0))
+		return ref->pol;
+	ref->pol = NULL;
+	if (len >= NAMEDATALEN)
+		return NULL;
+	ref->pol = rl_policy_find(name, len);
+	ref->generation = policy_generation;
+	ref->len = len;
+	memcpy(ref->name, name, len);
+	return ref->pol;
 }
 
 /*
@@ -517,68 +665,6 @@ rl_policy_period(const RlPolicy *pol, int64 anchor, RlParams *p)
 	rl_arg_period(pol->algo, &pol->per,
 				  pol->zone_given ? pol->zone : rl_arg_time_zone_setting(),
 				  pol->zone_given, anchor, p);
-}
-
-/*
- * Build the request for a key under a policy.  The stored key is the
- * policy's name, a NUL byte and the key: text never contains NUL, so
- * policies never share state with each other or with direct calls.  The
- * key is copied into the current memory context.
- */
-void
-rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
-{
-	const char *bytes;
-	int			len;
-	int			namelen = strlen(pol->name);
-	char	   *stored;
-
-	rl_arg_key(key, &bytes, &len);
-	stored = palloc(namelen + 1 + len);
-	memcpy(stored, pol->name, namelen + 1);
-	memcpy(stored + namelen + 1, bytes, len);
-
-	rl_request_init(req);
-	req->algo = pol->algo;
-	req->dbid = MyDatabaseId;
-	req->key = stored;
-	req->keylen = namelen + 1 + len;
-	req->params = pol->params;
-	/* a calendar window without a zone of its own follows the setting */
-	if (!pol->zone_given && pol->algo == RL_FIXED_WINDOW && pol->per.time == 0)
-		rl_policy_period(pol, pol->anchor, &req->params);
-	req->backend = pol->backend;
-	req->fail_mode = pol->fail_mode;
-	req->shadow = pol->shadow;
-	req->policy = stored;		/* the stored key starts with it */
-}
-
-/*
- * The request of a SQL function's policy form: the key (argument key_arg)
- * under the policy (policy_arg), with an optional cost replacing the
- * policy's (cost_arg) and an optional explicit time (at_arg); an argument
- * number is -1 where the function has no such argument.  Every argument
- * is checked.
- */
-void
-rl_policy_args(FunctionCallInfo fcinfo, int key_arg, int policy_arg,
-			   int at_arg, int cost_arg, RlRequest *req)
-{
-	const RlPolicy *pol;
-
-	rl_require_store();
-	rl_arg_not_null(fcinfo, key_arg, "key");
-	rl_arg_not_null(fcinfo, policy_arg, "policy");
-	pol = rl_policy_get(PG_GETARG_TEXT_PP(policy_arg));
-	rl_policy_request(pol, PG_GETARG_TEXT_PP(key_arg), req);
-	if (cost_arg >= 0 && !PG_ARGISNULL(cost_arg))
-	{
-		req->params.cost = PG_GETARG_INT64(cost_arg);
-		rl_arg_cost(req->params.cost);
-		rl_cost_check(req->algo, &req->params);
-	}
-	if (at_arg >= 0 && !PG_ARGISNULL(at_arg))
-		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(at_arg));
 }
 
 /*
@@ -609,6 +695,103 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 	}
 	policy_from_row(tuple, RelationGetDescr(trigdata->tg_relation),
 					&validate_attnos, &pol);
+	return PointerGetDatum(tuple);
+}
+
+/* A column of a row of rl_override, by name. */
+static Datum
+override_column(HeapTuple tuple, TupleDesc desc, const char *name,
+				bool *isnull)
+{
+	int			attno = SPI_fnumber(desc, name);
+
+	if (attno <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"rl_override\" has no column \"%s\"", name),
+				 errhint("Run ALTER EXTENSION ratelimit UPDATE, or recreate the extension.")));
+	return heap_getattr(tuple, attno, desc, isnull);
+}
+
+/*
+ * BEFORE INSERT OR UPDATE row trigger on rl_override: refuse an override
+ * a call could not use, with the errors of a call's arguments.  Its policy
+ * must exist (42704; read as the transaction sees it, so that a policy and
+ * its overrides can be written together), its key fit, its limit and
+ * burst be positive, its burst apply to the policy's algorithm, and the
+ * policy's cost fit in the capacity it leaves.
+ */
+Datum
+rl_override_validate(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TupleDesc	desc;
+	HeapTuple	tuple;
+	Datum		policy;
+	Datum		key;
+	Datum		limit;
+	Datum		burst;
+	bool		policy_null;
+	bool		key_null;
+	bool		limit_null;
+	bool		burst_null;
+	Oid			argtype = TEXTOID;
+	StringInfoData query;
+	RlPolicyAttnos cols;
+	RlPolicy	pol;
+	RlParams	params;
+	const char *bytes;
+	int			len;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		elog(ERROR, "rl_override_validate must be called as a row trigger");
+	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	desc = RelationGetDescr(trigdata->tg_relation);
+	policy = override_column(tuple, desc, "policy", &policy_null);
+	key = override_column(tuple, desc, "key", &key_null);
+	limit = override_column(tuple, desc, "limit", &limit_null);
+	burst = override_column(tuple, desc, "burst", &burst_null);
+	if (policy_null || key_null)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("\"policy\" and \"key\" of an override must not be null")));
+	rl_arg_key(DatumGetTextPP(key), &bytes, &len);
+
+	initStringInfo(&query);
+	appendStringInfo(&query, "SELECT * FROM %s.rl_policy WHERE name = $1",
+					 quote_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation))));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(query.data, 1, &argtype, &policy, NULL, false,
+							  1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read table \"rl_policy\"");
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("rate-limit policy \"%s\" does not exist",
+						TextDatumGetCString(policy)),
+				 errhint("An override names a policy of table rl_policy.")));
+	policy_attnos(SPI_tuptable->tupdesc, &cols);
+	policy_from_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &cols, &pol);
+	SPI_finish();
+
+	params = pol.params;
+	if (!limit_null)
+	{
+		params.limit = DatumGetInt64(limit);
+		rl_arg_positive(params.limit, "limit");
+		if (!pol.burst_given)
+			params.burst = params.limit;
+	}
+	if (!burst_null)
+	{
+		params.burst = DatumGetInt64(burst);
+		rl_params_check(pol.algo, &params, true);
+	}
+	else
+		rl_cost_check(pol.algo, &params);
 	return PointerGetDatum(tuple);
 }
 

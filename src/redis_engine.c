@@ -76,6 +76,10 @@ redis_validate(const RlRequest *req)
 				 errdetail("With \"ratelimit.backend\" = redis or hybrid, an explicit time must be after 1898-08-11 (2^51 microseconds before 1970).")));
 }
 
+static redisReply *script_run_kind(RlRedisCall *call, const RlRequest *req,
+									const RlParams *p, const RlReceipt *refund,
+									RlScript kind, RlRedisNode **node);
+
 /*
  * Run the request's decision script with parameters p, or with a receipt
  * its refund script.  Returns the reply (its node's until the node's next
@@ -84,6 +88,19 @@ redis_validate(const RlRequest *req)
 static redisReply *
 script_run(RlRedisCall *call, const RlRequest *req, const RlParams *p,
 		   const RlReceipt *refund, RlRedisNode **node)
+{
+	return script_run_kind(call, req, p, refund, refund != NULL ?
+						   RL_SCRIPT_REFUND : RL_SCRIPT_DECIDE, node);
+}
+
+/*
+ * Run the request's decision script with parameters p; or with a receipt
+ * its refund script; or its charge script (RL_SCRIPT_CHARGE), p->cost
+ * signed (below zero: given back).
+ */
+static redisReply *
+script_run_kind(RlRedisCall *call, const RlRequest *req, const RlParams *p,
+				const RlReceipt *refund, RlScript kind, RlRedisNode **node)
 {
 	const RlRedisScript *script;
 	StringInfoData hkey;
@@ -95,11 +112,27 @@ script_run(RlRedisCall *call, const RlRequest *req, const RlParams *p,
 	int			i;
 	redisReply *r;
 
-	script = rl_redis_script(refund != NULL ? RL_SCRIPT_REFUND :
-							 RL_SCRIPT_DECIDE, req->algo);
+	script = rl_redis_script(kind, req->algo);
 	rl_redis_key_names(&hkey, &lkey, req->dbid, req->algo, req->key,
 					   req->keylen);
-	rl_redis_script_args(req, p, refund, &args);
+	if (kind == RL_SCRIPT_CHARGE)
+	{
+		RlParams	units = *p;
+
+		/* the units and their direction: the scripts take no negatives */
+		units.cost = p->cost < 0 ? -p->cost : p->cost;
+		rl_redis_script_args(req, &units, NULL, &args);
+		/*
+		 * ARGV[7]: after the six, or in place of a decision's empty
+		 * incarnation, before a calendar period's bounds
+		 */
+		args.argv[6] = p->cost < 0 ? "-" : "+";
+		args.len[6] = 1;
+		if (args.argc == 6)
+			args.argc = 7;
+	}
+	else
+		rl_redis_script_args(req, p, refund, &args);
 
 	argv[argc] = "EVALSHA";
 	argvlen[argc++] = 7;
@@ -670,6 +703,44 @@ redis_reset_all(Oid dbid)
 	return dropped;
 }
 
+/*
+ * engine charge (rl_adjust): the charge script, atomic in Redis.  Its
+ * clock as a decision's.  RL_UNAVAILABLE when Redis cannot run it in
+ * time, or while the breaker is open: nothing recorded then.
+ */
+static RlStatus
+redis_charge(const RlRequest *req, int64 now, RlOutcome *out)
+{
+	RlRedisCall call;
+	RlRedisNode *node;
+	redisReply *r;
+	bool		probe;
+	int64		time;
+	uint64		incarnation;
+
+	redis_validate(req);
+	engine_ready();
+	if (!rl_redis_breaker_lets_through(&probe))
+		return RL_UNAVAILABLE;
+	rl_redis_count(RL_REDIS_CALLS);
+	rl_redis_call_begin(&call);
+	r = script_run_kind(&call, req, &req->params, NULL, RL_SCRIPT_CHARGE,
+						&node);
+	if (r != NULL && !rl_redis_reply_outcome(r, out, &time, &incarnation))
+	{
+		rl_redis_reply_failed(&call, node, "the charge script", r);
+		r = NULL;
+	}
+	if (r == NULL)
+	{
+		rl_redis_failed(&call, true);
+		return RL_UNAVAILABLE;
+	}
+	rl_redis_node_release(node);
+	rl_redis_breaker_close(probe);
+	return RL_OK;
+}
+
 /* engine info: the breaker and the counters (rl_redis_info). */
 static int
 redis_info(RlInfoItem *items)
@@ -682,6 +753,7 @@ const RlEngine rl_redis_engine = {
 	.validate = redis_validate,
 	.decide = redis_decide,
 	.decide_all = redis_decide_all,
+	.charge = redis_charge,
 	.peek = NULL,				/* a look writes the key's latest time */
 	.refund = redis_refund,
 	.refunds_noted = redis_refunds_noted,

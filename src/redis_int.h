@@ -173,6 +173,7 @@ typedef enum RlScript
 {
 	RL_SCRIPT_DECIDE,
 	RL_SCRIPT_REFUND,
+	RL_SCRIPT_CHARGE,			/* rl_adjust: the charge, then a look */
 	RL_NUM_SCRIPTS
 } RlScript;
 
@@ -190,7 +191,8 @@ typedef struct RlScriptArgs
 								 * period's four bounds */
 	const char *argv[11];		/* at ... burst, the TTL slack, the
 								 * incarnation ('' for a decision with
-								 * bounds), the bounds */
+								 * bounds; a charge's direction), the
+								 * bounds */
 	size_t		len[11];
 	int			argc;			/* 6, 7 for a refund, 11 with bounds */
 	char		nargs[4];		/* argc, in decimal (the all script) */

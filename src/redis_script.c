@@ -6,7 +6,9 @@
  *		touch, their arguments, and their replies.
  *
  * A script deciding or refunding one call is the prelude, single.lua, the
- * algorithm's setup and its decision or refund; the all-or-nothing script
+ * algorithm's setup and its decision or refund; charging one (rl_adjust),
+ * the same with its charge, then its setup and decision again (a look at
+ * the state the charge left, lua/prelude.lua's charged); the all-or-nothing script
  * is the prelude, each algorithm's decision and refund as functions
  * decide[code] and refund[code], then all.lua.  src/lua/prelude.lua
  * describes KEYS, ARGV and the replies; docs/redis.md the key layout.
@@ -126,25 +128,30 @@ scripts_build(void)
 		{
 			const RlAlgoRoutine *algo = rl_algo((RlAlgo) a);
 			const char *body = k == RL_SCRIPT_DECIDE ? algo->lua_decide :
-				algo->lua_refund;
+				k == RL_SCRIPT_REFUND ? algo->lua_refund : algo->lua_charge;
 			StringInfoData text;
 
 			initStringInfo(&text);
 			appendStringInfo(&text, "%s%s%s%s", rl_lua_prelude, rl_lua_single,
 							 algo->lua_setup, body);
+			/* a charge ends with a look: the decision, at cost 0 */
+			if (k == RL_SCRIPT_CHARGE)
+				appendStringInfo(&text, "%s%s", algo->lua_setup,
+								 algo->lua_decide);
 			script_finish(&text, &scripts[k][a]);
 			pfree(text.data);
 
-			appendStringInfo(&all, "%s.%s = function()\n%s%send\n",
-							 k == RL_SCRIPT_DECIDE ? "decide" : "refund",
-							 algo->code, algo->lua_setup, body);
+			if (k != RL_SCRIPT_CHARGE)
+				appendStringInfo(&all, "%s.%s = function()\n%s%send\n",
+								 k == RL_SCRIPT_DECIDE ? "decide" : "refund",
+								 algo->code, algo->lua_setup, body);
 		}
 	appendStringInfoString(&all, rl_lua_all);
 	script_finish(&all, &script_all);
 	pfree(all.data);
 }
 
-/* An algorithm's decision or refund script. */
+/* An algorithm's decision, refund or charge script. */
 const RlRedisScript *
 rl_redis_script(RlScript kind, RlAlgo algo)
 {

@@ -445,20 +445,43 @@ rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
 }
 
 /*
- * Count one decision of a request, with the handle this backend keeps for
- * the request's identity (a backend-local hash table, dropped when it grows
- * past RL_STATS_CACHE_MAX identities).
+ * Count one decision of a request: in the slot of the handle the request
+ * carries (a policy's, found once), else with the handle this backend keeps
+ * for the request's identity: for a direct call of this database, one per
+ * algorithm; for anything else, an entry of a backend-local hash table,
+ * dropped when it grows past RL_STATS_CACHE_MAX identities.  Only the last
+ * hashes the identity on every call.
  */
 void
 rl_stats_count(const RlRequest *req, const RlOutcome *out, bool failed,
 			   bool shadowed)
 {
+	static RlStatsHandle direct[RL_NUM_ALGOS];
+	static bool direct_ready = false;
 	RlStatsKey	key;
 	RlStatsCacheEntry *entry;
 	bool		found;
+	int			i;
 
 	if (rl_stats == NULL)
 		return;
+	if (likely(req->stats != NULL))
+	{
+		count_in(req->stats, req, out, failed, shadowed);
+		return;
+	}
+	if (req->policy == NULL && req->dbid == MyDatabaseId &&
+		(int) req->algo >= 0 && req->algo < RL_NUM_ALGOS)
+	{
+		if (unlikely(!direct_ready))
+		{
+			for (i = 0; i < RL_NUM_ALGOS; i++)
+				direct[i] = (RlStatsHandle) RL_STATS_HANDLE_INIT;
+			direct_ready = true;
+		}
+		count_in(&direct[req->algo], req, out, failed, shadowed);
+		return;
+	}
 	if (slot_cache != NULL &&
 		hash_get_num_entries(slot_cache) >= RL_STATS_CACHE_MAX)
 	{

@@ -40,48 +40,51 @@ call_lock(RlCall *call, int partno)
 /* ---- the engine: decisions and refunds ---- */
 
 /*
- * Run the entry's algorithm.  Returns false if a log needed a block and
- * could get none (the entry is then unchanged but for expired log
- * entries).  call is NULL for a copy or a call that consumes nothing,
- * which never needs a block.
+ * Run the entry's algorithm: its decision, or its charge (rl_adjust).
+ * Returns false if a log needed a block and could get none (the entry is
+ * then unchanged but for expired log entries).  call is NULL for a copy or
+ * a call that consumes nothing, which never needs a block.
  */
 static bool
 entry_decide(RlEntry *e, bool fresh, int64 t, const RlParams *p,
-			 RlOutcome *out, RlCall *call)
+			 RlOutcome *out, RlCall *call, bool charge)
 {
 	const RlAlgoRoutine *algo = rl_algo(e->algo);
+	RlDecideFn	fn = charge ? algo->charge : algo->decide;
 	RlChain		chain;
 	bool		ok;
 
 	/* only a log's state has a chain in the pool */
 	if (algo->state != RL_STATE_LOG)
-		return algo->decide(&e->st, fresh, t, e->last, p, out, NULL);
+		return fn(&e->st, fresh, t, e->last, p, out, NULL);
 
 	chain = store_chain();
-	ok = algo->decide(&e->st, fresh, t, e->last, p, out, &chain);
+	ok = fn(&e->st, fresh, t, e->last, p, out, &chain);
 	rl_store_chain_freed(e, &chain);
 	if (!ok && call != NULL &&
 		(chain.spare = rl_store_block_take(call, e->owner)) != RL_NIL)
 	{
 		/* it must append to a full tail: again, with a block */
-		ok = algo->decide(&e->st, false, t, e->last, p, out, &chain);
+		ok = fn(&e->st, false, t, e->last, p, out, &chain);
 		Assert(ok && chain.spare == RL_NIL && chain.nfreed == 0);
 	}
 	return ok;
 }
 
 /*
- * A new key's outcome, for a call that consumes nothing: the state after
- * it equals a new key's, so nothing is stored (and no pool block is used).
+ * A new key's outcome, for a call that consumes nothing (a give-back
+ * included): the state after it equals a new key's, so nothing is stored
+ * (and no pool block is used).
  */
 static void
 fresh_decide(const RlRequest *req, int64 t, RlOutcome *out)
 {
 	RlState		st;
 	RlChain		chain = store_chain();
+	RlParams	p = req->params;
 
-	(void) rl_algo(req->algo)->decide(&st, true, t, t, &req->params, out,
-									  &chain);
+	p.cost = 0;					/* a give-back's is below zero */
+	(void) rl_algo(req->algo)->decide(&st, true, t, t, &p, out, &chain);
 }
 
 /* The receipt of what the call consumed from the entry at time t. */
@@ -102,11 +105,12 @@ store_receipt(RlReceipt *r, const RlRequest *req, const RlOutcome *out,
 }
 
 /*
- * Decide one request; the slot's partition lock is held exclusively.
+ * Decide one request, or charge it (rl_adjust: a receipt is made, and
+ * not used); the slot's partition lock is held exclusively.
  */
 static RlStatus
 decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
-			  RlOutcome *out, RlReceipt *receipt)
+			  RlOutcome *out, RlReceipt *receipt, bool charge)
 {
 	int64		t = req->at == RL_NO_TIME ? now : req->at;
 	RlStatus	status = RL_OK;
@@ -120,11 +124,11 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 		if (t < e->last)
 			t = e->last;
 		call->busy = e;
-		if (!entry_decide(e, false, t, &req->params, out, call))
+		if (!entry_decide(e, false, t, &req->params, out, call, charge))
 			status = RL_NO_ROOM;
 		e->last = t;
 	}
-	else if (req->params.cost == 0)
+	else if (req->params.cost <= 0)
 		fresh_decide(req, t, out);
 	else if ((e = rl_store_create(slot, req, call)) == NULL)
 		status = RL_NO_ROOM;
@@ -132,7 +136,7 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	{
 		e->last = t;
 		call->busy = e;
-		if (!entry_decide(e, true, t, &req->params, out, call))
+		if (!entry_decide(e, true, t, &req->params, out, call, charge))
 		{
 			rl_store_remove(slot.partno, e);
 			status = RL_NO_ROOM;
@@ -252,6 +256,37 @@ may_drop_gone(int64 now)
 }
 
 /*
+ * Decide (or charge) one request under its partition's lock, taken and
+ * released here.  A request without room first drops the entries of
+ * databases that are gone, if this backend may look now, and is tried
+ * again; still without room, its WARNING is given, outside the lock.
+ */
+static RlStatus
+decide_unlocked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
+				RlOutcome *out, RlReceipt *receipt, bool charge)
+{
+	RlStatus	status;
+
+	call_lock(call, slot.partno);
+	status = decide_locked(req, slot, now, call, out, receipt, charge);
+	LWLockRelease(&rl_locks[slot.partno].lock);
+	if (unlikely(status == RL_NO_ROOM))
+	{
+		/* entries of databases that are gone hold room: drop them, again */
+		if (call->refusal == RL_REFUSED_FULL && may_drop_gone(now) &&
+			rl_store_drop_gone() > 0)
+		{
+			call_lock(call, slot.partno);
+			status = decide_locked(req, slot, now, call, out, receipt, charge);
+			LWLockRelease(&rl_locks[slot.partno].lock);
+		}
+		if (status == RL_NO_ROOM)
+			warn_no_room(call, now);
+	}
+	return status;
+}
+
+/*
  * engine decide: one request against the shared-memory state.  "now" is
  * the real clock, read by the caller before any lock: it is the call's
  * time unless "at" was given, and the time reclaim compares idle_at with.
@@ -264,26 +299,25 @@ store_decide(const RlRequest *req, int64 now, RlOutcome *out,
 	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
 									 req->keylen);
 	RlCall		call;
-	RlStatus	status;
 
 	rl_store_call_init(&call, rl_owner_current(req->dbid));
-	call_lock(&call, slot.partno);
-	status = decide_locked(req, slot, now, &call, out, receipt);
-	LWLockRelease(&rl_locks[slot.partno].lock);
-	if (unlikely(status == RL_NO_ROOM))
-	{
-		/* entries of databases that are gone hold room: drop them, again */
-		if (call.refusal == RL_REFUSED_FULL && may_drop_gone(now) &&
-			rl_store_drop_gone() > 0)
-		{
-			call_lock(&call, slot.partno);
-			status = decide_locked(req, slot, now, &call, out, receipt);
-			LWLockRelease(&rl_locks[slot.partno].lock);
-		}
-		if (status == RL_NO_ROOM)
-			warn_no_room(&call, now);
-	}
-	return status;
+	return decide_unlocked(req, slot, now, &call, out, receipt, false);
+}
+
+/*
+ * engine charge (rl_adjust): as a decision, with the algorithm's charge;
+ * a give-back to a key without state has nothing to give.
+ */
+static RlStatus
+store_charge(const RlRequest *req, int64 now, RlOutcome *out)
+{
+	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
+									 req->keylen);
+	RlCall		call;
+	RlReceipt	unused;
+
+	rl_store_call_init(&call, rl_owner_current(req->dbid));
+	return decide_unlocked(req, slot, now, &call, out, &unused, true);
 }
 
 /* engine refund: see refund_locked.  Never raises. */
@@ -346,7 +380,7 @@ store_decide_all(const RlRequest *reqs, int n, int64 now,
 	for (i = 0; i < n; i++)
 	{
 		statuses[i] = decide_locked(&reqs[i], slots[i], now, &call, &outs[i],
-									&receipts[i]);
+									&receipts[i], false);
 		if (statuses[i] == RL_OK ? !outs[i].allowed && !reqs[i].shadow :
 			!fail_open[i])
 			all = false;
@@ -363,7 +397,8 @@ store_decide_all(const RlRequest *reqs, int n, int64 now,
 			refund_locked(&reqs[i], slots[i], &receipts[i]);
 			look.params.cost = 0;
 			look.at = receipts[i].time;
-			(void) decide_locked(&look, slots[i], now, &call, &outs[i], &none);
+			(void) decide_locked(&look, slots[i], now, &call, &outs[i], &none,
+								 false);
 			receipts[i].engine = RL_ENGINE_NONE;
 		}
 	}
@@ -408,6 +443,7 @@ const RlEngine rl_store_engine = {
 	.validate = NULL,
 	.decide = store_decide,
 	.decide_all = store_decide_all,
+	.charge = store_charge,
 	.peek = store_peek,
 	.refund = store_refund,
 	.refunds_noted = NULL,		/* its refunds are made at once */

@@ -218,14 +218,18 @@ rl_store_slot(Oid dbid, RlAlgo algo, const char *key, int keylen)
 	return slot;
 }
 
-/* The head of the hash chain the hash picks in its partition. */
+/*
+ * The head of the hash chain the hash picks in its partition: the hash's
+ * high 32 bits scaled to [0, per_part) by a multiplication and a shift,
+ * which spreads them as evenly as a modulo would, without a division.
+ */
 static inline uint32 *
 rl_store_bucket(int partno, uint64 hash)
 {
 	uint32		per_part = rl_store->per_part;
 
 	return &rl_buckets[(uint32) partno * per_part +
-					   (uint32) ((hash >> 32) % per_part)];
+					   (uint32) (((hash >> 32) * (uint64) per_part) >> 32)];
 }
 
 /* Does the entry hold exactly this key (inline bytes, then the pool's)? */

@@ -223,6 +223,10 @@ rl_owner_current(Oid dbid)
 	RlOwnerCached found;
 	int			i;
 
+	/* the same owner as the last call: nearly always */
+	if (likely(owner_ncached > 0 && owner_cache[0].dbid == dbid &&
+			   owner_cache[0].roleid == roleid))
+		return owner_cache[0].slot;
 	for (i = 0; i < owner_ncached; i++)
 		if (owner_cache[i].dbid == dbid && owner_cache[i].roleid == roleid)
 			break;

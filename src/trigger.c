@@ -9,9 +9,10 @@
  *									[, 'cost=<expression over the row>']);
  *
  * Each row (NEW for INSERT and UPDATE, OLD for DELETE) is one call under
- * the policy, keyed by the named columns' text values joined with ':'
- * (a NULL contributes an empty part), costing the policy's cost or the
- * expression's value.  A denied row raises SQLSTATE PT429 with the key, the
+ * the policy, keyed by the named columns' values joined with ':' (a NULL
+ * contributes an empty part), each written in its type's canonical text,
+ * the same in every session (trigger_key.c), costing the policy's cost or
+ * the expression's value.  A denied row raises SQLSTATE PT429 with the key, the
  * limit and the retry-after in the detail and hint (PostgREST answers
  * PT429 with HTTP 429).  What an admitted row consumed is given back if its
  * (sub)transaction aborts.
@@ -26,14 +27,24 @@
  * executor and the functions the expression calls) in its context.
  *
  * The trigger cache.  What a trigger resolves from its arguments and its
- * table's definition (the key columns' attribute numbers, the prepared cost
- * expression) is kept per session in an RlTriggerInfo, found by the
- * trigger's OID.  Any change to the table or to its triggers (ALTER TABLE,
- * CREATE OR REPLACE / ALTER / DROP TRIGGER) makes PostgreSQL send a
- * relcache invalidation for the table, to this session at its next
- * command and to every other session before it next uses the table; the
- * callback marks the table's infos stale, and the next row resolves them
- * again, exactly as a new session would.  A stale info may still be in use
+ * table's definition (the key columns' attribute numbers and how each
+ * becomes key bytes, the prepared cost expression, the policy) is kept per
+ * session in an RlTriggerInfo, found by the trigger's OID (and remembered
+ * by the call site, fn_extra, so that a row costs no lookup).  Any change
+ * to the table or to its triggers (ALTER TABLE, CREATE OR REPLACE / ALTER /
+ * DROP TRIGGER) makes PostgreSQL send a relcache invalidation for the
+ * table, to this session at its next command and to every other session
+ * before it next uses the table; the callback marks the table's infos
+ * stale, and the next row resolves them again, exactly as a new session
+ * would.  A change to a type the table's columns are made of sends none
+ * for the table: ALTER TYPE of a composite type sends one for the type's
+ * own relation, a change to a domain or another type one of pg_type's
+ * syscache.  So an info also lists the types its table's columns are made
+ * of (composites, domains, arrays, their elements and attributes, all the
+ * way down), the composites' relations and the types' syscache hash
+ * values, and the callbacks mark it stale on any of them too.  The policy
+ * is remembered as the policy cache's RlPolicyRef, which a change to
+ * rl_policy makes stale.  A stale info may still be in use
  * by an rl_enforce call further up the stack (a cost expression can write
  * to the table): it is retired, and freed once no call uses it.
  *
@@ -58,12 +69,15 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/guc.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "policy_limit.h"
 #include "trigger.h"
+#include "trigger_key.h"
 
 /* the SQLSTATE of a row over its quota */
 #define ERRCODE_RL_QUOTA_EXCEEDED	MAKE_SQLSTATE('P','T','4','2','9')
@@ -92,14 +106,27 @@ typedef struct RlTriggerInfo
 	Oid			relid;
 	bool		valid;			/* false once the table or trigger changed */
 	int			use_count;		/* rl_enforce calls using it right now */
+	bool		runs_sql;		/* a row may run SQL: its cost expression,
+								 * or an output function of a key column */
 	struct RlTriggerInfo *next_retired; /* in the retired list */
 	MemoryContext cxt;
 	char	   *policy;			/* the policy's name (first argument) */
+	int			policylen;
+	RlPolicyRef policy_ref;		/* the policy it found */
 	int			nkeys;
-	AttrNumber *keys;			/* the key columns, in argument order */
+	RlKeyColumn *keys;			/* the key columns, in argument order */
 	char	   *cost_expr;		/* after "cost =", trimmed; or NULL */
 	SPIPlanPtr	cost_plan;		/* kept; NULL without a cost expression */
+	RlTypeDeps	deps;			/* the types the columns are made of */
 } RlTriggerInfo;
+
+/* what a call site (the trigger function's fn_extra) remembers */
+typedef struct RlTriggerSite
+{
+	Oid			tgoid;
+	uint64		sweeps;			/* trigger_sweeps when info was current */
+	RlTriggerInfo *info;
+} RlTriggerSite;
 
 typedef struct RlTriggerEntry
 {
@@ -129,6 +156,9 @@ static HTAB *trigger_cache = NULL;
 
 /* replaced infos still in use, freed once they are not */
 static RlTriggerInfo *retired = NULL;
+
+/* sweeps made: an info a call site remembers lives until the next one */
+static uint64 trigger_sweeps = 0;
 
 /* the table whose trigger is being resolved, and whether it changed since */
 static Oid	resolving_relid = InvalidOid;
@@ -221,13 +251,43 @@ trigger_cache_inval(Datum arg, Oid relid)
 	HASH_SEQ_STATUS seq;
 	RlTriggerEntry *entry;
 
-	if (relid == InvalidOid || relid == resolving_relid)
+	/* the table being resolved, or a type it is made of (unknown yet) */
+	if (OidIsValid(resolving_relid))
 		resolving_stale = true;
 	hash_seq_init(&seq, trigger_cache);
 	while ((entry = hash_seq_search(&seq)) != NULL)
-		if (entry->info != NULL &&
-			(relid == InvalidOid || entry->info->relid == relid))
-			entry->info->valid = false;
+	{
+		RlTriggerInfo *info = entry->info;
+
+		if (info != NULL &&
+			(relid == InvalidOid || info->relid == relid ||
+			 rl_type_deps_have_rel(&info->deps, relid)))
+			info->valid = false;
+	}
+}
+
+/*
+ * Syscache callback of pg_type: a type changed (hashvalue 0: any type).
+ * Marks stale the infos whose table's columns are made of it.
+ */
+static void
+trigger_type_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS seq;
+	RlTriggerEntry *entry;
+
+	if (OidIsValid(resolving_relid))
+		resolving_stale = true;
+	hash_seq_init(&seq, trigger_cache);
+	while ((entry = hash_seq_search(&seq)) != NULL)
+	{
+		RlTriggerInfo *info = entry->info;
+
+		if (info != NULL &&
+			(hashvalue == 0 ||
+			 rl_type_deps_have_hash(&info->deps, hashvalue)))
+			info->valid = false;
+	}
 }
 
 /* Free an info no call uses. */
@@ -251,6 +311,8 @@ trigger_cache_sweep(RlTriggerEntry *keep)
 	RlTriggerEntry *entry;
 	RlTriggerInfo **link;
 
+	/* call sites' infos may be freed below: they look them up again */
+	trigger_sweeps++;
 	hash_seq_init(&seq, trigger_cache);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 	{
@@ -371,7 +433,8 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 						tg->tgname, relname),
 				 errhint(USAGE_HINT)));
 	info->policy = pstrdup(tg->tgargs[0]);
-	info->keys = palloc(sizeof(AttrNumber) * (tg->tgnargs - 1));
+	info->policylen = strlen(info->policy);
+	info->keys = palloc(sizeof(RlKeyColumn) * (tg->tgnargs - 1));
 	for (i = 1; i < tg->tgnargs; i++)
 	{
 		const char *arg = tg->tgargs[i];
@@ -385,7 +448,11 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 						(errcode(ERRCODE_UNDEFINED_COLUMN),
 						 errmsg("column \"%s\" named by trigger \"%s\" does not exist in table \"%s\"",
 								arg, tg->tgname, relname)));
-			info->keys[info->nkeys++] = attnum;
+			info->keys[info->nkeys].attnum = attnum;
+			rl_key_column(TupleDescAttr(RelationGetDescr(call->rel),
+										attnum - 1)->atttypid,
+						  &info->keys[info->nkeys]);
+			info->nkeys++;
 			continue;
 		}
 		if (attnum != InvalidAttrNumber)
@@ -496,6 +563,7 @@ trigger_info_resolve(RlTriggerCall *call)
 	MemoryContext cxt;
 	MemoryContext old;
 	bool		found;
+	int			i;
 
 	if (trigger_cache == NULL)
 	{
@@ -507,6 +575,7 @@ trigger_info_resolve(RlTriggerCall *call)
 		trigger_cache = hash_create("ratelimit triggers", 16, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		CacheRegisterRelcacheCallback(trigger_cache_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(TYPEOID, trigger_type_inval, (Datum) 0);
 	}
 	entry = hash_search(trigger_cache, &tgoid, HASH_ENTER, &found);
 	if (!found)
@@ -524,9 +593,17 @@ trigger_info_resolve(RlTriggerCall *call)
 	info->relid = RelationGetRelid(call->rel);
 	info->cxt = cxt;
 	trigger_parse_args(call, info);
+	for (i = 0; i < RelationGetDescr(call->rel)->natts; i++)
+		if (!TupleDescAttr(RelationGetDescr(call->rel), i)->attisdropped)
+			rl_type_deps_add(&info->deps,
+					 TupleDescAttr(RelationGetDescr(call->rel), i)->atttypid);
 	MemoryContextSwitchTo(old);
 	if (info->cost_expr != NULL)
 		info->cost_plan = cost_prepare(call, info->cost_expr);
+	info->runs_sql = info->cost_plan != NULL;
+	for (i = 0; i < info->nkeys; i++)
+		if (info->keys[i].kind == RL_KEY_OTHER)
+			info->runs_sql = true;
 
 	/* nothing below fails */
 	MemoryContextSetParent(cxt, CacheMemoryContext);
@@ -537,18 +614,40 @@ trigger_info_resolve(RlTriggerCall *call)
 	return info;
 }
 
-/* The trigger's info, resolved again if its table or the trigger changed. */
+/*
+ * The trigger's info, resolved again if its table, its types or the
+ * trigger changed; remembered by the call site (flinfo's fn_extra) until
+ * the next sweep of the cache may free it.
+ */
 static RlTriggerInfo *
-trigger_info_get(RlTriggerCall *call)
+trigger_info_get(RlTriggerCall *call, FmgrInfo *flinfo)
 {
+	RlTriggerSite *site = (RlTriggerSite *) flinfo->fn_extra;
 	RlTriggerEntry *entry = NULL;
+	RlTriggerInfo *info;
+
+	if (likely(site != NULL && site->tgoid == call->tg->tgoid &&
+			   site->sweeps == trigger_sweeps && site->info->valid &&
+			   site->info->relid == RelationGetRelid(call->rel)))
+		return site->info;
 
 	if (trigger_cache != NULL)
 		entry = hash_search(trigger_cache, &call->tg->tgoid, HASH_FIND, NULL);
 	if (entry != NULL && entry->info != NULL && entry->info->valid &&
 		entry->info->relid == RelationGetRelid(call->rel))
-		return entry->info;
-	return trigger_info_resolve(call);
+		info = entry->info;
+	else
+		info = trigger_info_resolve(call);
+
+	if (site == NULL)
+	{
+		site = MemoryContextAlloc(flinfo->fn_mcxt, sizeof(RlTriggerSite));
+		flinfo->fn_extra = site;
+	}
+	site->tgoid = call->tg->tgoid;
+	site->sweeps = trigger_sweeps;
+	site->info = info;
+	return info;
 }
 
 /* The cost expression's value for the row. */
@@ -582,41 +681,29 @@ row_cost(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 }
 
 /*
- * The row's key: the text of the key columns joined with ':', a NULL
- * giving an empty part.
- */
-static text *
-row_key(const RlTriggerInfo *info, Relation rel, HeapTuple tuple)
-{
-	TupleDesc	tupdesc = RelationGetDescr(rel);
-	StringInfoData key;
-	int			i;
-
-	initStringInfo(&key);
-	for (i = 0; i < info->nkeys; i++)
-	{
-		char	   *value = SPI_getvalue(tuple, tupdesc, info->keys[i]);
-
-		if (i > 0)
-			appendStringInfoChar(&key, ':');
-		if (value != NULL)
-			appendStringInfoString(&key, value);
-	}
-	return cstring_to_text(key.data);
-}
-
-/*
- * Decide the row under the trigger's policy; PT429 if denied.
+ * Decide the row under the trigger's policy; PT429 if denied.  The cost
+ * expression runs first: it may run SQL that reads the policies again,
+ * which would free the policy a request points into.
  */
 static void
-enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
+enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 {
 	const RlPolicy *pol;
-	text	   *key;
+	RlKeyBuf	kb;
+	char		stored[RL_MAX_STORED_KEY];
 	RlRequest	req;
 	RlDecision	d;
+	int64		cost = 0;
 
-	pol = rl_policy_find(info->policy, strlen(info->policy));
+	if (info->cost_plan != NULL)
+		cost = row_cost(call, info, tuple);
+	rl_key_build(info->keys, info->nkeys, tuple, RelationGetDescr(call->rel),
+				 &kb);
+	if (kb.len > RL_MAX_KEY_LEN)
+		rl_arg_key_too_long(kb.len);
+
+	pol = rl_policy_find_ref(&info->policy_ref, info->policy,
+							 info->policylen);
 	if (pol == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -624,11 +711,10 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 						info->policy, call->tg->tgname,
 						RelationGetRelationName(call->rel)),
 				 errhint("Policies are the rows of table rl_policy.")));
-	key = row_key(info, call->rel, tuple);
-	rl_policy_request(pol, key, &req);
+	rl_policy_request_in(pol, kb.data, kb.len, stored, &req);
 	if (info->cost_plan != NULL)
 	{
-		req.params.cost = row_cost(call, info, tuple);
+		req.params.cost = cost;
 		rl_arg_cost(req.params.cost);
 		rl_cost_check(req.algo, &req.params);
 	}
@@ -636,7 +722,7 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 	req.at = trigger_time();
 	/* what an admitted row consumed goes back if its transaction aborts */
 	req.track = true;
-	rl_decide(&req, &d);
+	rl_decide_policy(&req, &d);
 	if (!d.out.allowed)
 	{
 		Interval   *per = rl_per_interval(&req.params);
@@ -645,7 +731,7 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 				(errcode(ERRCODE_RL_QUOTA_EXCEEDED),
 				 errmsg("rate limit exceeded for policy \"%s\"", pol->name),
 				 errdetail("Key \"%s\" may use " INT64_FORMAT " per %s; this row costs " INT64_FORMAT ".",
-						   text_to_cstring(key), req.params.limit,
+						   pnstrdup(kb.data, kb.len), req.params.limit,
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(per))),
 						   req.params.cost),
@@ -689,18 +775,24 @@ rl_enforce(PG_FUNCTION_ARGS)
 
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	info = trigger_info_get(&call);
+	info = trigger_info_get(&call, fcinfo->flinfo);
 	/* a cost expression writing to the table may replace info meanwhile */
-	info->use_count++;
-	PG_TRY();
-	{
+	if (!info->runs_sql)
 		enforce_row(&call, info, tuple);
-	}
-	PG_FINALLY();
+	else
 	{
-		info->use_count--;
+		/* SQL run meanwhile may replace info (see trigger_cache_sweep) */
+		info->use_count++;
+		PG_TRY();
+		{
+			enforce_row(&call, info, tuple);
+		}
+		PG_FINALLY();
+		{
+			info->use_count--;
+		}
+		PG_END_TRY();
 	}
-	PG_END_TRY();
 
 	error_context_stack = errcallback.previous;
 	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))

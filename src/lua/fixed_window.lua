@@ -1,16 +1,10 @@
 -- fixed_window.  KEYS[1]: hash {t = latest time, s = window start,
 -- c = count in that window, and for a calendar period e = its end}.
--- A call clamped to the key's latest time is in the window the state
--- records (every decision writes t with s and e): its bounds come from the
--- state, since the bounds sent were computed around the call's own time.
+-- A call clamped to the key's latest time takes its window from the
+-- state (prelude.lua, state_window).
 local v = state('s', 'c')
 local t = clock(v and num(v[1]))
-local start, stop
-if A[8] and v and cmp(t, num(v[1])) == 0 then
-  local e = redis.call('HGET', H, 'e')
-  if e then start, stop = num(v[2]), num(e) end
-end
-if not start then start, stop = window(t) end
+local start, stop = state_window(v, t)
 local cur = 0
 if v and cmp(num(v[2]), start) == 0 then cur = num(v[3]) end
 local allowed = cmp(add(cur, C), L) <= 0

@@ -2,10 +2,7 @@
 -- w = the W x is scaled by}
 local x = 0
 if last then
-  -- never above the capacity: a burst lowered since, or a level that no
-  -- call could have left, keeps no more than B in the queue
-  x = min(pos(rescale(num(v[2]), num(v[3]), W, true),
-              mul(sub(t, last), L)), cap)
+  x = pos(rescale(num(v[2]), num(v[3]), W, true), mul(sub(t, last), L))
 end
 local allowed = cmp(add(x, cw), cap) <= 0
 local rn, dn = 0, 0

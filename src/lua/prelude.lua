@@ -11,8 +11,9 @@
 --   ARGV     at ('' = Redis TIME), limit, per, cost, burst, TTL slack (ms),
 --            and for a refund the incarnation the refunded call consumed
 --            from (ARGV[1] is then the refunded call's time; '' for a
---            decision), then for a calendar period (fixed_window) four
---            bounds (window(), below)
+--            decision; for a charge '+' (take) or '-' (give back)), then
+--            for a calendar period (fixed_window) four bounds (window(),
+--            below)
 --
 -- A decision replies {allowed (0/1), remaining, reset_at, retry_after
 -- numerator, denominator, delay numerator, denominator, the call's time,
@@ -296,9 +297,43 @@ local function window(t)
   return s, add(s, W)
 end
 
+-- fixed_window's window for a call at t, v its state ('s', 'c' first): a
+-- call clamped to the key's latest time is in the window the state
+-- records (every decision and charge writes t with s and e), since the
+-- bounds sent were computed around the call's own time.
+local function state_window(v, t)
+  if A[8] and v and cmp(t, num(v[1])) == 0 then
+    local e = redis.call('HGET', H, 'e')
+    if e then return num(v[2]), num(e) end
+  end
+  return window(t)
+end
+
 -- t + ceil(n / d), saturated like the C algorithms' reset_at
 local function after(t, n, d)
   return min(add(t, cdiv(n, d)), SATURATE)
+end
+
+-- The state's incarnation, given to a new one: Redis TIME in microseconds.
+local function incarnation()
+  if not I then
+    local tm = redis.call('TIME')
+    I = str(tonumber(tm[1]) * 1000000 + tonumber(tm[2]))
+  end
+  return I
+end
+
+-- A charge (rl_adjust, <algorithm>_charge.lua): C units taken whatever the
+-- state holds, or given back when ARGV[7] is '-'.  Counts stay within 64
+-- bits, as in shared memory.  charged stores the state the charge left at
+-- t (fields; nil: nothing to store, a give-back to a new key), then makes
+-- the call a look (cost 0) at t, which the algorithm's decision answers.
+local MAXC = num('9223372036854775807')
+local function charged(t, fields)
+  if fields then
+    redis.call('HSET', H, 'i', incarnation(), 't', str(t), unpack(fields))
+  end
+  use(K, {str(t), A[2], A[3], '0', A[5], A[6]})
 end
 
 -- Store the state (a new key is not stored by a call that consumes
@@ -309,11 +344,7 @@ end
 local function finish(fresh, fields, t, reset, allowed, remaining,
                       rn, rd, dn, dd)
   if not fresh or cmp(C, 0) > 0 then
-    if not I then
-      local tm = redis.call('TIME')
-      I = str(tonumber(tm[1]) * 1000000 + tonumber(tm[2]))
-    end
-    redis.call('HSET', H, 'i', I, 't', str(t), unpack(fields))
+    redis.call('HSET', H, 'i', incarnation(), 't', str(t), unpack(fields))
     local ttl = floor(approx(pos(reset, t)) / 1000) + 1 + tonumber(A[6])
     if ttl > 35184372088832 then ttl = 35184372088832 end
     for i = 1, #K do redis.call('PEXPIRE', K[i], ttl) end

@@ -1,12 +1,12 @@
--- token_bucket.  KEYS[1]: hash {t = latest time, x = tokens times w,
--- w = the W x is scaled by}
-local x = cap
+-- token_bucket.  KEYS[1]: hash {t = latest time, x = tokens times w (or
+-- '-' and the tokens owed times w), w = the W x is scaled by}
+local x, d = cap, 0
 if last then
-  x = min(add(rescale(num(v[2]), num(v[3]), W, false),
-              mul(sub(t, last), L)), cap)
+  local x0, d0 = content(v[2], num(v[3]))
+  x, d = credit(x0, d0, mul(sub(t, last), L))
 end
-local allowed = cmp(x, cw) >= 0
+local allowed = cmp(d, 0) == 0 and cmp(x, cw) >= 0
 if allowed then x = sub(x, cw) end
-return finish(not last, {'x', str(x), 'w', str(W)}, t,
-              after(t, sub(cap, x), L), allowed, div(x, W),
-              allowed and 0 or sub(cw, x), L, 0, 1)
+return finish(not last, {'x', stored(x, d), 'w', str(W)}, t,
+              after(t, add(sub(cap, x), d), L), allowed, div(x, W),
+              allowed and 0 or add(sub(cw, x), d), L, 0, 1)

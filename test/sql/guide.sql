@@ -69,6 +69,49 @@ SELECT rl_allow_all(ARRAY[ip_key('203.0.113.7'),
                     at => '2026-03-02 09:00:00+00');
 -- t
 -- guide: Plans and exceptions for single keys
+INSERT INTO rl_policy (name, algo, "limit", per)
+VALUES ('orders', 'fixed_window', 100, '1 day');
+INSERT INTO rl_override (policy, key, "limit") VALUES ('orders', 'tenant:42', 1000);
+INSERT INTO rl_override (policy, key, unlimited) VALUES ('orders', 'monitoring', true);
+SELECT rl_block('tenant:7', 'orders', '1 hour', at => '2026-03-02 09:00:00+00');
+
+SELECT k, r.allowed, r."limit", r.remaining, r.retry_after
+FROM unnest(ARRAY['tenant:1', 'tenant:42', 'monitoring', 'tenant:7']) AS k,
+     LATERAL rl_check(k, 'orders', at => '2026-03-02 09:15:00+00') AS r;
+-- tenant:1   | t |  100 |   99 |    0
+-- tenant:42  | t | 1000 |  999 |    0
+-- monitoring | t |  100 |  100 |    0
+-- tenant:7   | f |  100 |    0 | 2700
+CREATE TABLE plans (name text PRIMARY KEY, orders_per_day bigint);  -- NULL: no limit
+INSERT INTO plans VALUES ('free', 100), ('pro', 5000), ('internal', NULL);
+CREATE TABLE accounts (id int PRIMARY KEY, plan text NOT NULL REFERENCES plans);
+
+CREATE FUNCTION account_plan_override() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM rl_override WHERE policy = 'orders' AND key = 'account:' || OLD.id;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        INSERT INTO rl_override (policy, key, "limit", unlimited)
+        SELECT 'orders', 'account:' || NEW.id, p.orders_per_day, p.orders_per_day IS NULL
+        FROM plans p WHERE p.name = NEW.plan;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER account_plan AFTER INSERT OR UPDATE OF plan OR DELETE ON accounts
+    FOR EACH ROW EXECUTE FUNCTION account_plan_override();
+
+INSERT INTO accounts VALUES (1, 'free'), (2, 'pro'), (3, 'internal');
+SELECT rl_allow('account:1', 'orders', at => '2026-03-02 09:00:00+00', cost => 60);
+UPDATE accounts SET plan = 'pro' WHERE id = 1;      -- an upgrade keeps today's 60
+SELECT id, r."limit", r.remaining
+FROM accounts, LATERAL rl_check('account:' || id, 'orders',
+                                at => '2026-03-02 10:00:00+00', cost => 0) AS r
+ORDER BY id;
+-- 1 | 5000 | 4940
+-- 2 | 5000 | 5000
+-- 3 |  100 |  100
 INSERT INTO rl_policy (name, algo, "limit", per) VALUES
     ('exports_free', 'fixed_window', 10, '1 day'),
     ('exports_pro', 'fixed_window', 1000, '1 day');
@@ -81,6 +124,22 @@ FROM tenants, LATERAL rl_check('tenant:' || id, 'exports_' || plan,
 ORDER BY id;
 -- 1 | free | t |   9
 -- 2 | pro  | t | 999
+-- guide: Costs known afterwards
+INSERT INTO rl_policy (name, algo, "limit", per)
+VALUES ('llm_tokens', 'token_bucket', 100000, '1 day');
+
+-- reserve an estimate before the call, settle to the actual after it
+SELECT allowed, remaining FROM rl_check('tenant:42', 'llm_tokens', cost => 4000,
+                                        at => '2026-03-02 09:00:00+00');
+-- t | 96000
+SELECT remaining FROM rl_adjust('tenant:42', 'llm_tokens', 3100 - 4000,
+                                at => '2026-03-02 09:00:00+00');
+-- 96900
+
+-- a batch job reports 120,000 tokens: the tenant owes 23,100 and waits
+SELECT allowed, remaining, round(retry_after) AS retry_after
+FROM rl_adjust('tenant:42', 'llm_tokens', 120000, at => '2026-03-02 09:00:00+00');
+-- f | 0 | 19958
 -- guide: Choosing an algorithm
 SELECT algo, count(*) FILTER (WHERE r.allowed) AS admitted
 FROM unnest(ARRAY['fixed_window', 'sliding_window_log']) AS algo,
@@ -105,6 +164,17 @@ INSERT INTO rl_policy (name, algo, "limit", per, time_zone, period_anchor) VALUE
 SELECT reset_at FROM rl_check('tenant:7', 'seats_billing', at => '2026-02-10 12:00:00+00');
 -- 2026-02-28 14:30:00+00
 -- guide: Several limits on one key
+INSERT INTO rl_policy (name, algo, "limit", per, burst)
+VALUES ('search', 'token_bucket', 10, '1 second', 20);
+INSERT INTO rl_policy_limit (policy, name, algo, "limit", per)
+VALUES ('search', 'daily', 'fixed_window', 30, '1 day');
+
+SELECT allowed, "limit", per, remaining
+FROM rl_check('tenant:7', 'search', at => '2026-03-02 09:00:00+00', cost => 15);
+-- t | 10 | 00:00:01 | 5
+SELECT allowed, "limit", per, remaining
+FROM rl_check('tenant:7', 'search', at => '2026-03-02 09:00:10+00', cost => 5);
+-- t | 30 | 24:00:00 | 10
 INSERT INTO rl_policy (name, algo, "limit", per, burst) VALUES
     ('search_rate', 'token_bucket', 10, '1 second', 20),
     ('search_daily', 'fixed_window', 10000, '1 day', NULL);

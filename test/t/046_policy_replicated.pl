@@ -24,7 +24,7 @@ foreach my $node ($publisher, $subscriber)
 }
 $publisher->safe_psql('postgres', q{
 	INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('api', 'fixed_window', 2, '1 day');
-	CREATE PUBLICATION policies FOR TABLE rl_policy;
+	CREATE PUBLICATION policies FOR TABLE rl_policy, rl_policy_limit, rl_override;
 });
 my $publisher_connstr = $publisher->connstr . ' dbname=postgres';
 $subscriber->safe_psql('postgres',
@@ -37,6 +37,8 @@ is($session->query_safe($look), '2', 'the subscribed policy is used');
 
 foreach my $change (
 	[ q{UPDATE rl_policy SET "limit" = 5 WHERE name = 'api'}, '5', 'an update' ],
+	[ q{INSERT INTO rl_override (policy, key, "limit") VALUES ('api', 'k', 9)}, '9',
+		'an override' ],
 	[ q{DELETE FROM rl_policy; INSERT INTO rl_policy (name, algo, "limit", per)
 		VALUES ('api', 'fixed_window', 7, '1 day')}, '7', 'a delete and an insert' ])
 {
@@ -47,7 +49,8 @@ foreach my $change (
 		"$what applied by logical replication reaches a connected session");
 }
 
-$publisher->safe_psql('postgres', 'TRUNCATE rl_policy');
+# the overrides and limits that reference the policies go too
+$publisher->safe_psql('postgres', 'TRUNCATE rl_policy CASCADE');
 $publisher->wait_for_catchup('policies');
 $session->query($look);
 like($session->{stderr}, qr/rate-limit policy "api" does not exist/,

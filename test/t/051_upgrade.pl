@@ -46,7 +46,7 @@ my $objects = q{
 			AND deptype = 'e') s};
 my $fresh = $node->safe_psql('fresh', $objects);
 my $triggers = q{SELECT string_agg(tgname || ' ' || pg_get_triggerdef(oid), E'\n' ORDER BY tgname)
-	FROM pg_trigger WHERE tgrelid = 'rl_policy'::regclass};
+	FROM pg_trigger WHERE tgrelid = 'rl_policy'::regclass AND NOT tgisinternal};
 my $fresh_triggers = $node->safe_psql('fresh', $triggers);
 
 # Install release $from in a database of its own, update it to the default

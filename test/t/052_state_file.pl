@@ -99,7 +99,10 @@ my @good = (
 		idle_at => $now + $century, state => log_state(3),
 		log => [ [ $now - 2000000, 1 ], [ $now - 1000000, 2 ] ]),
 	entry(key => 'L' x 300, algo => 'fixed_window', last => $now,
-		idle_at => $century, state => window_state(0, 4, 0)));
+		idle_at => $century, state => window_state(0, 4, 0)),
+	# a token bucket owing 3 tokens after a charge past its limit (rl_adjust)
+	entry(key => 'good:debt', algo => 'token_bucket', last => $now,
+		idle_at => $now + $century, state => bucket_state(-3 * $century, $century)));
 my @bad = (
 	# a zero window: division by zero under the partition lock
 	entry(key => 'bad:zero', algo => 'token_bucket', last => $now,
@@ -129,7 +132,7 @@ my @bad = (
 		log => [ [ $now + $year, 5 ] ]),
 	# a key longer than any call can store, an unknown algorithm, an owner
 	# of another database, a time out of range
-	entry(key => 'k' x 4161, algo => 'fixed_window', last => $now,
+	entry(key => 'k' x 4227, algo => 'fixed_window', last => $now,
 		idle_at => $century, state => window_state(0, 1, 0)),
 	entry(key => 'bad:algo', algo_no => 7, last => $now,
 		idle_at => $century, state => window_state(0, 1, 0)),
@@ -143,7 +146,7 @@ write_state(@good, @bad);
 my $log_offset = -s $node->logfile;
 $node->start;
 ok($node->log_contains(
-	qr/ratelimit restored the state of 4 keys from file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+Not restored: 1 with an unknown algorithm, 1 with a key too long, 1 with an owner of another database, 1 with a time out of range, 1 with a time in the future, 4 with a window or count out of range, 4 with a log out of order, a cost not positive or a wrong sum\./,
+	qr/ratelimit restored the state of 5 keys from file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+Not restored: 1 with an unknown algorithm, 1 with a key too long, 1 with an owner of another database, 1 with a time out of range, 1 with a time in the future, 4 with a window or count out of range, 4 with a log out of order, a cost not positive or a wrong sum\./,
 	$log_offset),
 	'the good entries load; the bad ones are dropped and counted by reason in one line');
 ok(!-e $state_file, 'the file is removed once loaded');
@@ -151,9 +154,10 @@ ok(!-e $state_file, 'the file is removed once loaded');
 is(sql(qq{
 	SELECT string_agg(n || '=' || (SELECT remaining FROM rl_check(k, a, 5, '36525 days', 0)), ' ' ORDER BY n)
 	FROM (VALUES (1, 'good:fixed', 'fixed_window'), (2, 'good:bucket', 'token_bucket'),
-		(3, 'good:log', 'sliding_window_log'), (4, repeat('L', 300), 'fixed_window')) v(n, k, a)}),
-	'1=2 2=2 3=2 4=1', 'the good entries kept their state');
-is(sql(q{SELECT rolname || ':' || keys FROM rl_owners}), 'app:4',
+		(3, 'good:log', 'sliding_window_log'), (4, repeat('L', 300), 'fixed_window'),
+		(5, 'good:debt', 'token_bucket')) v(n, k, a)}),
+	'1=2 2=2 3=2 4=1 5=0', 'the good entries kept their state, a debt too');
+is(sql(q{SELECT rolname || ':' || keys FROM rl_owners}), 'app:5',
 	'with their owner');
 
 # every affected key decides as a new key would: five admitted, the sixth

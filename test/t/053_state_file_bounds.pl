@@ -4,8 +4,6 @@
 #    latest time the saved state can still differ from a new key's (a
 #    state equal to a new key's is not restored at all), so no forged image
 #    pins a key in the store for ever;
-#  - a leaky bucket's level far above any burst is brought down to the
-#    burst at the next call: it waits at most as a full bucket does;
 #  - the header is checked before anything else is read, and nothing is
 #    allocated for what the file claims: a 3 GB sparse file at the path,
 #    a header claiming 2^40 entries, or 5 million entries of zeros (320
@@ -152,23 +150,6 @@ is($idle{swl}, $now - $us + $century, 'sliding_window_log: when its newest entry
 is($idle{tb}, $now + 2 * $century, 'token_bucket: two longest windows after its latest call');
 is($idle{lb}, $now + 5 * $minute, 'leaky_bucket: when its queue has drained at the slowest rate');
 is(scalar(keys %idle), 6, 'only those six are in the store');
-
-# ---- a leaky level far above any burst waits no longer than a full bucket ----
-
-sql('SELECT rl_reset_all()');
-# a level of 2^63 - 1 units, the most a saved bucket may hold: without the
-# bound, every call on the key would be denied for 29 billion years
-$offset = forge(entry(key => "lk\0user1", algo => 'leaky_bucket', last => $now,
-	idle_at => $now + 3600 * $us,
-	state => bucket_state(Math::BigInt->new(2)->bpow(63)->bsub(1)->bmul($us)->bstr, $us)));
-ok($node->log_contains(qr/ratelimit restored the state of 1 keys/, $offset),
-	'a leaky level of 2^63 - 1 units is restored');
-is(sql(q{SELECT allowed, remaining, retry_after <= 0.1 FROM rl_check('user1', 'lk')}),
-	'f|0|t', 'a leaky key of burst 10 at 10/s: denied, its retry_after that of a full bucket');
-is(sql(q{SELECT count(*) FROM generate_series(1, 20) i,
-	LATERAL rl_check('user1', 'lk', at => now() + interval '2 seconds', cost => 1 + 0 * i) r
-	WHERE r.allowed}),
-	'10', 'two seconds later the queue has drained: ten calls admitted, as on a new key');
 
 # ---- files that must not cost the postmaster memory ----
 

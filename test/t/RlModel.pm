@@ -194,6 +194,79 @@ sub check
 	};
 }
 
+=pod
+
+=head2 $m->adjust($algo, $key, $L, $W_us, $delta, $B_or_undef, $t_us)
+
+Charge C<$delta> units after the fact like C<rl_adjust> (past the limit if
+so), or give C<-$delta> back (never below a new key's state; a log gives
+back from its newest entries), then return what a look (cost 0) at the
+same time reports, as C<check> does.  A give-back to a key without state
+leaves none.  (The server's counts saturate at 2^63 - 1, far beyond what
+the sequences reach.)
+
+=cut
+
+sub adjust
+{
+	my ($self, $algo, $key, $L, $W, $delta, $B, $t) = @_;
+
+	croak "unknown algorithm \"$algo\"" unless exists $IMPL{$algo};
+	$B //= $L if $HAS_BURST{$algo};
+	my $s = $self->{state}{"$algo\0$key"};
+	my $fresh = !defined $s;
+	return $self->check($algo, $key, $L, $W, 0, $HAS_BURST{$algo} ? $B : undef, $t)
+	  if $fresh && $delta <= 0;
+	$s = $self->{state}{"$algo\0$key"} = {} if $fresh;
+	$t = $s->{last} if !$fresh && $s->{last} > $t;
+	my $elapsed = $fresh ? 0 : $t - $s->{last};
+	$s->{last} = $t;
+
+	if ($algo eq 'fixed_window' || $algo eq 'sliding_window_counter')
+	{
+		# the window's roll, as a look makes it, then the current count
+		$IMPL{$algo}->($s, { L => $L, W => $W, c => 0, B => $B, t => $t,
+				elapsed => $elapsed, fresh => $fresh });
+		my $f = $algo eq 'fixed_window' ? 'count' : 'cur';
+		$s->{$f} = _max(0, $s->{$f} + $delta);
+	}
+	elsif ($algo eq 'sliding_window_log')
+	{
+		my $log = $s->{log} //= [];
+		shift @$log while @$log && !($log->[0][0] > $t - $W);
+		if ($delta > 0)
+		{
+			if (@$log && $log->[-1][0] == $t) { $log->[-1][1] += $delta; }
+			else                              { push @$log, [ $t, $delta ]; }
+		}
+		my $back = -$delta;
+		while ($back > 0 && @$log)
+		{
+			my $given = _min($back, $log->[-1][1]);
+			$log->[-1][1] -= $given;
+			$back -= $given;
+			pop @$log if $log->[-1][1] == 0;
+		}
+	}
+	elsif ($algo eq 'token_bucket')
+	{
+		my $tokens =
+		  $fresh
+		  ? _rat($B)
+		  : _min(_rat($B), $s->{tokens} + _rat($elapsed) * $L / $W);
+		$s->{tokens} = _min(_rat($B), $tokens - $delta);
+	}
+	else
+	{
+		my $level =
+		  $fresh
+		  ? _rat(0)
+		  : _max(_rat(0), $s->{level} - _rat($elapsed) * $L / $W);
+		$s->{level} = _max(_rat(0), $level + $delta);
+	}
+	return $self->check($algo, $key, $L, $W, 0, $HAS_BURST{$algo} ? $B : undef, $t);
+}
+
 # Values are native integers or Math::BigRat (the latter only where a
 # division happens: native arithmetic is much faster, and exact here).
 sub _floor
@@ -492,11 +565,10 @@ sub _leaky_bucket
 	my ($s, $p) = @_;
 	my ($L, $W, $c, $B, $t) = @$p{qw(L W c B t)};
 
-	# never above B at a call (a burst lowered since keeps B queued)
 	my $level =
 	  $p->{fresh}
 	  ? _rat(0)
-	  : _min(_rat($B), _max(_rat(0), $s->{level} - _rat($p->{elapsed}) * $L / $W));
+	  : _max(_rat(0), $s->{level} - _rat($p->{elapsed}) * $L / $W);
 	my $allowed = $level + $c <= $B;
 	my ($retry, $delay) = (0, 0);
 	if ($allowed)
