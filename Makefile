@@ -22,7 +22,9 @@ OBJS = \
 	src/redis_cluster.o \
 	src/redis_script.o \
 	src/redis_batch.o \
+	src/redis_refund.o \
 	src/redis_engine.o \
+	src/redis_reset.o \
 	src/stats.o \
 	src/refund.o \
 	src/dispatch.o \

@@ -288,6 +288,18 @@ typedef struct RlEngine
 	bool		(*refund) (const RlRequest *req, const RlReceipt *receipt);
 
 	/*
+	 * Give back what n REMOTE receipts of this engine recorded (reqs[i]
+	 * names the state of receipts[i]): the refunds aborts queued, sent
+	 * after their transaction, together, within one deadline for all of
+	 * them.  What it could not send it drops and counts in the engine's
+	 * figures.  A cancel or statement_timeout may interrupt it (an ERROR:
+	 * what was not sent is dropped, and counted); nothing is sent twice.
+	 * NULL: the engine has no REMOTE receipts.
+	 */
+	void		(*refund_queued) (const RlRequest *reqs,
+								  const RlReceipt *receipts, int n);
+
+	/*
 	 * The refund tracker queued refunds of REMOTE receipts of this engine
 	 * (at an abort: no allocation, no error, no I/O), and dropped some for
 	 * want of room in its queue or at the session's exit: for the engine's

@@ -113,12 +113,15 @@ rl_redis_slot(const char *key, size_t len)
 
 /*
  * Fill the slot map from a CLUSTER SLOTS reply.  An empty host means the
- * node asked.
+ * node asked.  The ranges together claim at most the 16384 slots that
+ * exist (they never overlap), so the work is bounded by the slots, not by
+ * what a reply of ranges each claiming all of them would cost.
  */
 static bool
 slots_load(RlRedisNode *asked, redisReply *r)
 {
 	size_t		i;
+	int64		claimed = 0;
 
 	memset(slots, 0xFF, sizeof(int16) * RL_REDIS_SLOTS);
 	for (i = 0; i < r->elements; i++)
@@ -153,7 +156,11 @@ slots_load(RlRedisNode *asked, redisReply *r)
 		/* from the first slot that exists: a range may claim any numbers */
 		for (s = Max(range->element[0]->integer, 0);
 			 s <= range->element[1]->integer && s < RL_REDIS_SLOTS; s++)
+		{
+			if (++claimed > RL_REDIS_SLOTS)
+				return false;
 			slots[s] = (int16) idx;
+		}
 	}
 	return true;
 }
@@ -233,6 +240,28 @@ rl_redis_is_cluster(void)
 }
 
 /*
+ * Forget the topology (after a failure): the next call asks the seeds
+ * again, so a failover is picked up.
+ */
+void
+rl_redis_topology_forget(void)
+{
+	topology = RL_TOPO_UNKNOWN;
+}
+
+/*
+ * The node that serves a slot, as far as this backend knows; the topology
+ * is known.  Redirects (rl_redis_key_command) correct it.
+ */
+RlRedisNode *
+rl_redis_route(int slot)
+{
+	if (topology == RL_TOPO_CLUSTER && slots[slot] >= 0)
+		return rl_redis_node(slots[slot]);
+	return rl_redis_node(current);
+}
+
+/*
  * Mark each master once in seen[] (RL_REDIS_MAX_NODES places): the node in
  * use, or every node owning slots.  The topology is known.
  */
@@ -292,6 +321,18 @@ error_is(const redisReply *r, const char *word)
 }
 
 /*
+ * Is the reply one that rl_redis_key_command acts on (a redirect, a retry,
+ * a script to load) rather than returns?  A command that met one in a
+ * pipeline is sent again alone, through rl_redis_key_command.
+ */
+bool
+rl_redis_reply_rerouted(const redisReply *r)
+{
+	return error_is(r, "MOVED") || error_is(r, "ASK") ||
+		error_is(r, "TRYAGAIN") || error_is(r, "NOSCRIPT");
+}
+
+/*
  * Run one command on the node that serves a key (the caller passes the
  * key's slot), following MOVED and ASK, pausing and retrying on TRYAGAIN
  * until the deadline, and retrying once on a reused connection that turns
@@ -321,12 +362,7 @@ rl_redis_key_command(RlRedisCall *call, int slot, int argc,
 
 		if (!rl_redis_topology(call))
 			return NULL;
-		if (asking >= 0)
-			node = rl_redis_node(asking);
-		else if (topology == RL_TOPO_CLUSTER && slots[slot] >= 0)
-			node = rl_redis_node(slots[slot]);
-		else
-			node = rl_redis_node(current);
+		node = asking >= 0 ? rl_redis_node(asking) : rl_redis_route(slot);
 
 		deadline = rl_redis_deadline(call, rl_redis_connect_timeout);
 		if (!rl_redis_node_connect(node, call, deadline, &fresh))

@@ -36,6 +36,7 @@
 #include <hiredis/hiredis.h>
 
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -66,6 +67,8 @@ static int	nnodes = 0;
 static int	nseeds = 0;
 static bool config_stale = true;
 static uint64 generation = 0;
+static int	nconnected = 0;		/* nodes with a connection (ctx) */
+static uint64 use_clock = 0;	/* stamps RlRedisNode.used */
 
 /* ---- settings ---- */
 
@@ -250,6 +253,10 @@ rl_redis_node_release(RlRedisNode *node)
 		freeReplyObject(node->replies[--node->nreplies]);
 }
 
+/*
+ * Close the node's connection, if any, giving its descriptors back to
+ * PostgreSQL's budget (the wait event set gives back its own).
+ */
 void
 rl_redis_node_close(RlRedisNode *node)
 {
@@ -258,9 +265,51 @@ rl_redis_node_close(RlRedisNode *node)
 		FreeWaitEventSet(node->wait);
 	node->wait = NULL;
 	if (node->ctx != NULL)
+	{
 		redisFree(node->ctx);
+		ReleaseExternalFD();
+		nconnected--;
+	}
 	node->ctx = NULL;
 	node->busy = false;
+}
+
+/*
+ * Make room for one more connection: below RL_REDIS_MAX_CONNECTIONS, close
+ * the least recently used one (no exchange is under way on another node:
+ * one call talks to one node at a time).  Then reserve its descriptors
+ * from PostgreSQL's budget of external ones (AcquireExternalFD), the
+ * socket's and the wait event set's: CreateWaitEventSet reserves the
+ * latter itself and raises an ERROR when it cannot, so that it can is
+ * checked here first.  False when PostgreSQL has no descriptor left for
+ * it (the call then fails, for fail_mode to decide); true with the
+ * socket's descriptor reserved.
+ */
+static bool
+reserve_connection(RlRedisNode *node)
+{
+	int			i;
+
+	if (nconnected >= RL_REDIS_MAX_CONNECTIONS)
+	{
+		RlRedisNode *lru = NULL;
+
+		for (i = 0; i < nnodes; i++)
+			if (nodes[i].ctx != NULL && &nodes[i] != node &&
+				(lru == NULL || nodes[i].used < lru->used))
+				lru = &nodes[i];
+		if (lru != NULL)
+			rl_redis_node_close(lru);
+	}
+	if (!AcquireExternalFD())
+		return false;
+	if (!AcquireExternalFD())
+	{
+		ReleaseExternalFD();
+		return false;
+	}
+	ReleaseExternalFD();
+	return true;
 }
 
 /*
@@ -470,21 +519,28 @@ wait_socket(RlRedisNode *node, uint32 event, TimestampTz deadline)
 
 /*
  * Send the commands already appended to the node's context and read n
- * replies (into node->replies, freed first from the previous exchange),
- * before the deadline.  Every reply is read within the bounds above.  On
- * failure the connection is closed, the call's status says why, and false
- * is returned; *io tells an I/O error (as opposed to a timeout or a reply
- * refused), after which a reused connection may be retried once.
+ * replies, before the deadline: kept in node->replies (freed first from
+ * the previous exchange; at most two) when consume is NULL, else each
+ * handed to consume(reply, its position, arg) as it arrives and freed
+ * after (a pipeline of any length).  Every reply is read within the bounds
+ * above.  On failure the connection is closed, the call's status says why,
+ * and false is returned; *io tells an I/O error (as opposed to a timeout
+ * or a reply refused), after which a reused connection may be retried
+ * once.
  */
 bool
-rl_redis_node_exchange(RlRedisNode *node, int n, RlRedisCall *call,
-					   TimestampTz deadline, bool *io)
+rl_redis_node_pipeline(RlRedisNode *node, int n, RlRedisCall *call,
+					   TimestampTz deadline, bool *io,
+					   void (*consume) (redisReply *r, int i, void *arg),
+					   void *arg)
 {
 	redisContext *c = node->ctx;
 	int			done = 0;
+	int			got = 0;
 
-	Assert(n <= lengthof(node->replies));
+	Assert(consume != NULL || n <= lengthof(node->replies));
 	rl_redis_node_release(node);
+	node->used = ++use_clock;
 	*io = false;
 	rl_redis_reply_begin();
 	node->busy = true;
@@ -497,7 +553,7 @@ rl_redis_node_exchange(RlRedisNode *node, int n, RlRedisCall *call,
 		if (!wait_socket(node, WL_SOCKET_WRITEABLE, deadline))
 			goto timeout;
 	}
-	while (node->nreplies < n)
+	while (got < n)
 	{
 		void	   *reply = NULL;
 
@@ -505,7 +561,16 @@ rl_redis_node_exchange(RlRedisNode *node, int n, RlRedisCall *call,
 			goto read_error;
 		if (reply != NULL)
 		{
-			node->replies[node->nreplies++] = reply;
+			if (consume == NULL)
+				node->replies[node->nreplies++] = reply;
+			else
+			{
+				/* freed even if consume raises: a cancel can come later */
+				node->replies[node->nreplies++] = reply;
+				consume(reply, got, arg);
+				rl_redis_node_release(node);
+			}
+			got++;
 			continue;
 		}
 		if (!rl_redis_reply_within_bounds(c->reader))
@@ -543,6 +608,14 @@ timeout:
 						 node->host, node->port);
 	rl_redis_node_close(node);
 	return false;
+}
+
+/* rl_redis_node_pipeline keeping the (at most two) replies in the node. */
+bool
+rl_redis_node_exchange(RlRedisNode *node, int n, RlRedisCall *call,
+					   TimestampTz deadline, bool *io)
+{
+	return rl_redis_node_pipeline(node, n, call, deadline, io, NULL, NULL);
 }
 
 /*
@@ -612,21 +685,29 @@ rl_redis_node_connect(RlRedisNode *node, RlRedisCall *call,
 
 	*fresh = true;
 	rl_redis_count(RL_REDIS_CONNECTS);
-	c = redisConnectNonBlock(node->host, node->port);
-	if (c == NULL)
+	if (!reserve_connection(node))
 	{
-		rl_redis_call_failed(call, "out of memory connecting to Redis");
+		rl_redis_call_failed(call, "could not connect to Redis at %s:%d: no file descriptor left (max_files_per_process)",
+							 node->host, node->port);
 		return false;
 	}
-	if (c->err)
+	c = redisConnectNonBlock(node->host, node->port);
+	if (c == NULL || c->err)
 	{
-		rl_redis_call_failed(call, "could not connect to Redis at %s:%d: %s",
-							 node->host, node->port, c->errstr);
-		redisFree(c);
+		if (c == NULL)
+			rl_redis_call_failed(call, "out of memory connecting to Redis");
+		else
+			rl_redis_call_failed(call, "could not connect to Redis at %s:%d: %s",
+								 node->host, node->port, c->errstr);
+		if (c != NULL)
+			redisFree(c);
+		ReleaseExternalFD();
 		return false;
 	}
 	rl_redis_reply_bound(c);
 	node->ctx = c;
+	node->used = ++use_clock;
+	nconnected++;
 	node->busy = true;
 	if (!wait_socket(node, WL_SOCKET_WRITEABLE, deadline))
 	{

@@ -2,7 +2,8 @@
  *
  * redis_engine.c
  *		The Redis engine (engine.h): decisions, all-or-nothing checks and
- *		refunds as Lua scripts run atomically in Redis, resets, figures.
+ *		refunds as Lua scripts run atomically in Redis, figures; resets
+ *		are redis_reset.c's.
  *
  * Each decision is one script (redis_script.c) run with EVALSHA, and with
  * EVAL when Redis answers NOSCRIPT; every key a decision touches carries
@@ -25,7 +26,11 @@
  */
 #include "postgres.h"
 
+#include "common/int.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 
 #include "redis_int.h"
@@ -34,7 +39,8 @@
 static uint64 leases_generation = 0;
 
 /*
- * Define the Redis engine's settings (from _PG_init), its parts' each.
+ * Define the Redis engine's settings (from _PG_init), its parts' each,
+ * and its own.
  */
 void
 rl_redis_init(void)
@@ -43,6 +49,7 @@ rl_redis_init(void)
 	rl_redis_script_init();
 	rl_redis_breaker_init();
 	rl_batch_init();
+	rl_redis_reset_init();
 }
 
 /*
@@ -77,39 +84,37 @@ redis_validate(const RlRequest *req)
 }
 
 static redisReply *script_run_kind(RlRedisCall *call, const RlRequest *req,
-									const RlParams *p, const RlReceipt *refund,
-									RlScript kind, RlRedisNode **node);
+									const RlParams *p, RlScript kind,
+									RlRedisNode **node);
 
 /*
- * Run the request's decision script with parameters p, or with a receipt
- * its refund script.  Returns the reply (its node's until the node's next
- * exchange) and the node, or NULL with the call's status set.
+ * Run the request's decision script with parameters p.  Returns the reply
+ * (its node's until the node's next exchange) and the node, or NULL with
+ * the call's status set.
  */
 static redisReply *
 script_run(RlRedisCall *call, const RlRequest *req, const RlParams *p,
-		   const RlReceipt *refund, RlRedisNode **node)
+		   RlRedisNode **node)
 {
-	return script_run_kind(call, req, p, refund, refund != NULL ?
-						   RL_SCRIPT_REFUND : RL_SCRIPT_DECIDE, node);
+	return script_run_kind(call, req, p, RL_SCRIPT_DECIDE, node);
 }
 
 /*
- * Run the request's decision script with parameters p; or with a receipt
- * its refund script; or its charge script (RL_SCRIPT_CHARGE), p->cost
- * signed (below zero: given back).
+ * Run the request's decision script with parameters p, or its charge
+ * script (RL_SCRIPT_CHARGE), p->cost signed (below zero: given back).
+ * Refunds go their own way (redis_refund.c).
  */
 static redisReply *
 script_run_kind(RlRedisCall *call, const RlRequest *req, const RlParams *p,
-				const RlReceipt *refund, RlScript kind, RlRedisNode **node)
+				RlScript kind, RlRedisNode **node)
 {
 	const RlRedisScript *script;
 	StringInfoData hkey;
 	StringInfoData lkey;
 	RlScriptArgs args;
-	const char *argv[16];
-	size_t		argvlen[16];
-	int			argc = 0;
-	int			i;
+	const char *argv[RL_SCRIPT_ARGV];
+	size_t		argvlen[RL_SCRIPT_ARGV];
+	int			argc;
 	redisReply *r;
 
 	script = rl_redis_script(kind, req->algo);
@@ -122,6 +127,7 @@ script_run_kind(RlRedisCall *call, const RlRequest *req, const RlParams *p,
 		/* the units and their direction: the scripts take no negatives */
 		units.cost = p->cost < 0 ? -p->cost : p->cost;
 		rl_redis_script_args(req, &units, NULL, &args);
+
 		/*
 		 * ARGV[7]: after the six, or in place of a decision's empty
 		 * incarnation, before a calendar period's bounds
@@ -132,26 +138,9 @@ script_run_kind(RlRedisCall *call, const RlRequest *req, const RlParams *p,
 			args.argc = 7;
 	}
 	else
-		rl_redis_script_args(req, p, refund, &args);
-
-	argv[argc] = "EVALSHA";
-	argvlen[argc++] = 7;
-	argv[argc] = script->sha;
-	argvlen[argc++] = strlen(script->sha);
-	argv[argc] = rl_redis_nkeys(req->algo) == 2 ? "2" : "1";
-	argvlen[argc++] = 1;
-	argv[argc] = hkey.data;
-	argvlen[argc++] = hkey.len;
-	if (rl_redis_nkeys(req->algo) == 2)
-	{
-		argv[argc] = lkey.data;
-		argvlen[argc++] = lkey.len;
-	}
-	for (i = 0; i < args.argc; i++)
-	{
-		argv[argc] = args.argv[i];
-		argvlen[argc++] = args.len[i];
-	}
+		rl_redis_script_args(req, p, NULL, &args);
+	argc = rl_redis_script_command(script, req->algo, &hkey, &lkey, &args,
+								   argv, argvlen);
 
 	r = rl_redis_key_command(call, rl_redis_slot(hkey.data, hkey.len), argc,
 							 argv, argvlen, script->text, node);
@@ -181,7 +170,7 @@ exact_decide(const RlRequest *req, const RlParams *p, RlOutcome *out,
 
 	rl_redis_count(RL_REDIS_CALLS);
 	rl_redis_call_begin(&call);
-	r = script_run(&call, req, p, NULL, &node);
+	r = script_run(&call, req, p, &node);
 	if (r != NULL && !rl_redis_reply_outcome(r, out, &time, &incarnation))
 	{
 		rl_redis_reply_failed(&call, node, "the decision script", r);
@@ -423,47 +412,35 @@ redis_decide_all(const RlRequest *reqs, int n, int64 now,
  * engine refund: give back what a receipt recorded.  A lease's goes back
  * to the lease.  A remote one runs the algorithm's refund script, which
  * gives back only where the units still count and only to the
- * incarnation the decision consumed from; it is not sent while the
- * breaker is open, and when Redis cannot take it in time the units stay
- * consumed (false; a warning says why, at the bounded rate of failed
- * calls, and the breaker opens).  Never called inside an abort: the refund
- * tracker queues remote refunds (RL_RECEIPT_REMOTE) and sends them after
- * the transaction.
+ * incarnation the decision consumed from (redis_refund.c, as a flush of
+ * one).  False when it was not made: the breaker open, or Redis not
+ * taking it in time (the units stay consumed; a warning says why, at the
+ * bounded rate of failed calls, and the breaker opens).  Never called
+ * inside an abort: the refund tracker queues remote refunds
+ * (RL_RECEIPT_REMOTE) and sends them after the transaction
+ * (redis_refund_queued).
  */
 static bool
 redis_refund(const RlRequest *req, const RlReceipt *receipt)
 {
-	RlRedisCall call;
-	RlRedisNode *node;
-	redisReply *r;
-
 	if (!(receipt->flags & RL_RECEIPT_REMOTE))
 	{
 		rl_batch_refund(req, receipt);
 		return true;
 	}
-	if (rl_redis_breaker_open())
-	{
-		rl_redis_count(RL_REDIS_REFUNDS_DROPPED);
-		return false;
-	}
 	engine_ready();
-	rl_redis_call_begin(&call);
-	r = script_run(&call, req, &receipt->params, receipt, &node);
-	if (r != NULL && r->type != REDIS_REPLY_INTEGER)
-	{
-		rl_redis_reply_failed(&call, node, "the refund script", r);
-		r = NULL;
-	}
-	if (r == NULL)
-	{
-		rl_redis_count(RL_REDIS_REFUNDS_DROPPED);
-		rl_redis_failed(&call, false);
-		return false;
-	}
-	rl_redis_node_release(node);
-	rl_redis_count(RL_REDIS_REFUNDS_SENT);
-	return true;
+	return rl_redis_refund_many(req, receipt, 1) == 1;
+}
+
+/*
+ * engine refund_queued: the refunds an abort queued, sent together after
+ * the transaction: one deadline for all, pipelined (redis_refund.c).
+ */
+static void
+redis_refund_queued(const RlRequest *reqs, const RlReceipt *receipts, int n)
+{
+	engine_ready();
+	(void) rl_redis_refund_many(reqs, receipts, n);
 }
 
 /*
@@ -477,230 +454,21 @@ redis_refunds_noted(int64 queued, int64 dropped)
 	rl_redis_count_n(RL_REDIS_REFUNDS_DROPPED, dropped);
 }
 
-/* Raise the ERROR of an administrator's command Redis could not carry out. */
-static void
-admin_failed(const RlRedisCall *call, const char *what)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_CONNECTION_FAILURE),
-			 errmsg("could not %s in Redis: %s", what, call->error)));
-}
-
-/*
- * engine reset: drop the key's state in Redis, for one algorithm or all of
- * them (one request each).  Resetting is an administrator's act: if Redis
- * cannot be reached it is an ERROR, not a matter for fail_mode.
- */
+/* engine reset: one key's state (redis_reset.c), after the settings. */
 static int64
 redis_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 			RlAlgo algo)
 {
-	int64		dropped = 0;
-	int			a;
-
 	engine_ready();
-	for (a = 0; a < RL_NUM_ALGOS; a++)
-	{
-		RlRedisCall call;
-		StringInfoData hkey;
-		StringInfoData lkey;
-		const char *argv[3];
-		size_t		argvlen[3];
-		redisReply *r;
-		RlRedisNode *node;
-
-		if (!all_algos && a != (int) algo)
-			continue;
-		rl_redis_key_names(&hkey, &lkey, dbid, (RlAlgo) a, key, keylen);
-		argv[0] = "DEL";
-		argv[1] = hkey.data;
-		argv[2] = lkey.data;
-		argvlen[0] = 3;
-		argvlen[1] = hkey.len;
-		argvlen[2] = lkey.len;
-
-		rl_redis_call_begin(&call);
-		r = rl_redis_key_command(&call, rl_redis_slot(hkey.data, hkey.len),
-								 1 + rl_redis_nkeys((RlAlgo) a), argv,
-								 argvlen, NULL, &node);
-		if (r != NULL && r->type != REDIS_REPLY_INTEGER)
-		{
-			rl_redis_reply_failed(&call, node, "DEL", r);
-			r = NULL;
-		}
-		if (r == NULL)
-			admin_failed(&call, "reset the key");
-		if (r->integer > 0)
-			dropped++;
-		rl_redis_node_release(node);
-		pfree(hkey.data);
-		pfree(lkey.data);
-	}
-	return dropped;
+	return rl_redis_reset(dbid, key, keylen, all_algos, algo);
 }
 
-/*
- * Send one command to a node for an administrator's command, and return
- * its reply (the node's until its next exchange).  An ERROR if the node
- * cannot be reached in time or answers an error.
- */
-static redisReply *
-admin_command(RlRedisNode *node, int argc, const char **argv,
-			  const size_t *argvlen, const char *what)
-{
-	RlRedisCall call;
-	bool		fresh;
-	redisReply *r = NULL;
-
-	rl_redis_call_begin(&call);
-	if (rl_redis_node_connect(node, &call,
-							  rl_redis_deadline(&call, rl_redis_connect_timeout),
-							  &fresh))
-		r = rl_redis_node_command(node, argc, argv, argvlen, &call,
-								  GetCurrentTimestamp() +
-								  (int64) rl_redis_command_timeout * 1000);
-	if (r != NULL && r->type == REDIS_REPLY_ERROR)
-	{
-		rl_redis_reply_failed(&call, node, argv[0], r);
-		r = NULL;
-	}
-	if (r == NULL)
-		admin_failed(&call, what);
-	return r;
-}
-
-/*
- * SCAN pattern of the states to drop: rl:{<namespace>:*, glob characters
- * of the namespace escaped; the database's rl:{<oid>:*, or every
- * database's rl:{[0-9]*.
- */
-static char *
-reset_pattern(Oid dbid)
-{
-	StringInfoData pattern;
-
-	initStringInfo(&pattern);
-	appendStringInfoString(&pattern, "rl:{");
-	if (rl_redis_namespace[0] != '\0')
-	{
-		const char *c;
-
-		for (c = rl_redis_namespace; *c; c++)
-		{
-			if (strchr("*?[]\\", *c) != NULL)
-				appendStringInfoChar(&pattern, '\\');
-			appendStringInfoChar(&pattern, *c);
-		}
-		appendStringInfoString(&pattern, ":*");
-	}
-	else if (OidIsValid(dbid))
-		appendStringInfo(&pattern, "%u:*", dbid);
-	else
-		appendStringInfoString(&pattern, "[0-9]*");
-	return pattern.data;
-}
-
-/*
- * Drop, on one node, the keys matching the pattern: SCAN it and UNLINK each
- * key found, one per UNLINK (in a cluster the keys span slots).  The keys
- * of a SCAN reply are copied out before the next command (which frees the
- * reply): an ERROR anywhere leaks nothing.  Returns the states dropped (a
- * state's hash ends with its hash tag; a log's list goes with its state).
- */
-static int64
-reset_node(RlRedisNode *node, const char *pattern)
-{
-	char		cursor[32] = "0";
-	int64		dropped = 0;
-
-	do
-	{
-		const char *scan[6] = {"SCAN", cursor, "MATCH", pattern,
-		"COUNT", "1000"};
-		size_t		scanlen[6];
-		redisReply *r;
-		char	  **keys;
-		size_t	   *lens;
-		size_t		nkeys = 0;
-		size_t		k;
-		int			j;
-
-		for (j = 0; j < 6; j++)
-			scanlen[j] = strlen(scan[j]);
-		r = admin_command(node, 6, scan, scanlen, "reset every state");
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-			r->element[0]->type != REDIS_REPLY_STRING ||
-			r->element[0]->len >= sizeof(cursor) ||
-			r->element[1]->type != REDIS_REPLY_ARRAY)
-		{
-			RlRedisCall call;
-
-			rl_redis_call_begin(&call);
-			rl_redis_reply_failed(&call, node, "SCAN", r);
-			admin_failed(&call, "reset every state");
-		}
-		strlcpy(cursor, r->element[0]->str, sizeof(cursor));
-		keys = palloc(sizeof(char *) * Max(r->element[1]->elements, 1));
-		lens = palloc(sizeof(size_t) * Max(r->element[1]->elements, 1));
-		for (k = 0; k < r->element[1]->elements; k++)
-		{
-			redisReply *key = r->element[1]->element[k];
-
-			if (key->type != REDIS_REPLY_STRING)
-				continue;
-			keys[nkeys] = palloc(key->len + 1);
-			memcpy(keys[nkeys], key->str, key->len);
-			lens[nkeys++] = key->len;
-		}
-
-		for (k = 0; k < nkeys; k++)
-		{
-			const char *unlink[2] = {"UNLINK", keys[k]};
-			size_t		unlinklen[2] = {6, lens[k]};
-
-			r = admin_command(node, 2, unlink, unlinklen,
-							  "reset every state");
-			if (r->type == REDIS_REPLY_INTEGER && r->integer > 0 &&
-				lens[k] > 0 && keys[k][lens[k] - 1] == '}')
-				dropped++;
-			pfree(keys[k]);
-		}
-		pfree(keys);
-		pfree(lens);
-	} while (strcmp(cursor, "0") != 0);
-	rl_redis_node_release(node);
-	return dropped;
-}
-
-/*
- * engine reset_all: drop every state of a database (InvalidOid: of every
- * database) in Redis: each master is scanned for the keys of the
- * namespace.  With ratelimit.redis_namespace set, the namespace is what
- * the keys are named by, so it is the namespace's states that go.  An
- * ERROR if Redis cannot be reached in time, as for a reset.
- */
+/* engine reset_all: every state of the database (redis_reset.c). */
 static int64
 redis_reset_all(Oid dbid)
 {
-	RlRedisCall call;
-	bool	   *masters;
-	char	   *pattern;
-	int64		dropped = 0;
-	int			i;
-
 	engine_ready();
-	rl_redis_call_begin(&call);
-	if (!rl_redis_topology(&call))
-		admin_failed(&call, "reset every state");
-	pattern = reset_pattern(dbid);
-	masters = palloc(sizeof(bool) * RL_REDIS_MAX_NODES);
-	rl_redis_masters(masters);
-	for (i = 0; i < rl_redis_nnodes(); i++)
-		if (masters[i])
-			dropped += reset_node(rl_redis_node(i), pattern);
-	pfree(masters);
-	pfree(pattern);
-	return dropped;
+	return rl_redis_reset_all(dbid);
 }
 
 /*
@@ -724,7 +492,7 @@ redis_charge(const RlRequest *req, int64 now, RlOutcome *out)
 		return RL_UNAVAILABLE;
 	rl_redis_count(RL_REDIS_CALLS);
 	rl_redis_call_begin(&call);
-	r = script_run_kind(&call, req, &req->params, NULL, RL_SCRIPT_CHARGE,
+	r = script_run_kind(&call, req, &req->params, RL_SCRIPT_CHARGE,
 						&node);
 	if (r != NULL && !rl_redis_reply_outcome(r, out, &time, &incarnation))
 	{
@@ -756,6 +524,7 @@ const RlEngine rl_redis_engine = {
 	.charge = redis_charge,
 	.peek = NULL,				/* a look writes the key's latest time */
 	.refund = redis_refund,
+	.refund_queued = redis_refund_queued,
 	.refunds_noted = redis_refunds_noted,
 	.reset = redis_reset,
 	.reset_all = redis_reset_all,

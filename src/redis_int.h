@@ -11,6 +11,7 @@
  *	redis_script.c	 the scripts (from the algorithm table's Lua), the names
  *					 of their keys, their arguments and replies
  *	redis_batch.c	 leases (ratelimit.redis_batch), this backend's memory
+ *	redis_refund.c	 refunds: many at once, pipelined, one deadline
  *	redis_engine.c	 the engine (engine.h): decisions, refunds, resets,
  *					 figures
  *
@@ -37,6 +38,15 @@
 #define RL_REDIS_ERROR_LEN		256
 
 /*
+ * Connections a backend keeps open at most (docs/redis.md): each holds two
+ * descriptors (its socket, its wait event set's), reserved from
+ * PostgreSQL's budget of external descriptors.  Past it, the least
+ * recently used connection is closed; a cluster of more masters is still
+ * served, with reconnections.
+ */
+#define RL_REDIS_MAX_CONNECTIONS	64
+
+/*
  * One call to Redis (a decision, a refund, an administrator's command):
  * the deadline of the whole call, and why it failed.  error is valid text
  * in any encoding: bytes outside printable ASCII are escaped (\xNN).
@@ -54,6 +64,8 @@ typedef struct RlRedisNode
 	int			port;
 	redisContext *ctx;			/* NULL when not connected */
 	bool		busy;			/* an exchange is under way (or was cut) */
+	uint64		used;			/* when it last connected or exchanged, to
+								 * close the least recently used */
 	WaitEventSet *wait;			/* latch, postmaster death and the socket */
 	uint32		wait_on;		/* the socket event "wait" is set up for */
 	redisReply *replies[2];		/* of the latest exchange (see above) */
@@ -132,6 +144,12 @@ extern bool rl_redis_node_connect(RlRedisNode *node, RlRedisCall *call,
 extern bool rl_redis_node_exchange(RlRedisNode *node, int n,
 								   RlRedisCall *call, TimestampTz deadline,
 								   bool *io);
+extern bool rl_redis_node_pipeline(RlRedisNode *node, int n,
+								   RlRedisCall *call, TimestampTz deadline,
+								   bool *io,
+								   void (*consume) (redisReply *r, int i,
+													void *arg),
+								   void *arg);
 extern redisReply *rl_redis_node_command(RlRedisNode *node, int argc,
 										 const char **argv,
 										 const size_t *argvlen,
@@ -150,6 +168,9 @@ extern bool rl_redis_reply_failed(RlRedisCall *call, RlRedisNode *node,
 extern uint16 rl_redis_slot(const char *key, size_t len);
 extern bool rl_redis_topology(RlRedisCall *call);
 extern bool rl_redis_is_cluster(void);
+extern void rl_redis_topology_forget(void);
+extern RlRedisNode *rl_redis_route(int slot);
+extern bool rl_redis_reply_rerouted(const redisReply *r);
 extern void rl_redis_masters(bool *seen);
 extern redisReply *rl_redis_key_command(RlRedisCall *call, int slot,
 										int argc, const char **argv,
@@ -198,6 +219,12 @@ typedef struct RlScriptArgs
 	char		nargs[4];		/* argc, in decimal (the all script) */
 } RlScriptArgs;
 
+/*
+ * places of a script command's argv (rl_redis_script_command): EVALSHA,
+ * the SHA1, the number of keys, two keys, RlScriptArgs's eleven
+ */
+#define RL_SCRIPT_ARGV		16
+
 extern void rl_redis_script_init(void);
 extern const RlRedisScript *rl_redis_script(RlScript kind, RlAlgo algo);
 extern const RlRedisScript *rl_redis_script_all(void);
@@ -206,6 +233,12 @@ extern void rl_redis_key_names(StringInfo hash, StringInfo log, Oid dbid,
 extern int	rl_redis_nkeys(RlAlgo algo);
 extern void rl_redis_script_args(const RlRequest *req, const RlParams *p,
 								 const RlReceipt *r, RlScriptArgs *a);
+extern int	rl_redis_script_command(const RlRedisScript *script,
+									RlAlgo algo,
+									const StringInfoData *hkey,
+									const StringInfoData *lkey,
+									const RlScriptArgs *args,
+									const char **argv, size_t *argvlen);
 extern bool rl_redis_reply_outcome(const redisReply *r, RlOutcome *out,
 								   int64 *time, uint64 *incarnation);
 
@@ -232,5 +265,16 @@ extern void rl_batch_exact(const RlRequest *req, int64 now,
 						   const RlOutcome *out);
 extern void rl_batch_refund(const RlRequest *req, const RlReceipt *receipt);
 extern void rl_batch_forget(void);
+
+/* ---- redis_refund.c ---- */
+
+extern int	rl_redis_refund_many(const RlRequest *reqs,
+								 const RlReceipt *receipts, int n);
+
+/* redis_reset.c */
+extern void rl_redis_reset_init(void);
+extern int64 rl_redis_reset(Oid dbid, const char *key, int keylen,
+							bool all_algos, RlAlgo algo);
+extern int64 rl_redis_reset_all(Oid dbid);
 
 #endif							/* RL_REDIS_INT_H */

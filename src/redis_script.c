@@ -33,6 +33,9 @@
 #define RL_REDIS_SLACK_CLOCK	"1000"	/* ms: calls on a real clock */
 #define RL_REDIS_SLACK_AT		"3600000"	/* ms: calls with "at" */
 
+/* digits of a number in a script's reply: 10^38 - 1 fits an int128 */
+#define RL_REPLY_MAX_DIGITS		38
+
 char	   *rl_redis_namespace = NULL;
 int			rl_redis_clock = RL_REDIS_CLOCK_SERVER;
 
@@ -269,24 +272,69 @@ rl_redis_script_args(const RlRequest *req, const RlParams *p,
 	snprintf(a->nargs, sizeof(a->nargs), "%d", a->argc);
 }
 
-/* Parse a decimal integer reply element; false if it is not one. */
+/*
+ * The command that runs a script on one request: EVALSHA, the SHA1, the
+ * number of keys, the keys (the state's hash, and a log's list), the
+ * arguments; into argv and argvlen (RL_SCRIPT_ARGV places).  Returns the
+ * number of arguments.  argv points into hkey, lkey and args.
+ */
+int
+rl_redis_script_command(const RlRedisScript *script, RlAlgo algo,
+						const StringInfoData *hkey,
+						const StringInfoData *lkey,
+						const RlScriptArgs *args, const char **argv,
+						size_t *argvlen)
+{
+	int			argc = 0;
+	int			i;
+
+	argv[argc] = "EVALSHA";
+	argvlen[argc++] = 7;
+	argv[argc] = script->sha;
+	argvlen[argc++] = strlen(script->sha);
+	argv[argc] = rl_redis_nkeys(algo) == 2 ? "2" : "1";
+	argvlen[argc++] = 1;
+	argv[argc] = hkey->data;
+	argvlen[argc++] = hkey->len;
+	if (rl_redis_nkeys(algo) == 2)
+	{
+		argv[argc] = lkey->data;
+		argvlen[argc++] = lkey->len;
+	}
+	for (i = 0; i < args->argc; i++)
+	{
+		argv[argc] = args->argv[i];
+		argvlen[argc++] = args->len[i];
+	}
+	Assert(argc <= RL_SCRIPT_ARGV);
+	return argc;
+}
+
+/*
+ * Parse a decimal integer reply element (an optional '-', then digits);
+ * false if it is not one.  At most RL_REPLY_MAX_DIGITS digits: any such
+ * number fits an int128 (10^38 - 1 < 2^127 - 1), so the arithmetic below
+ * cannot overflow whatever Redis sends, and a longer number (no script
+ * sends one: their values are below 2^64) is not a reply of ours.
+ */
 static bool
 reply_int128(const redisReply *r, int128 *v)
 {
 	const char *s = r->str;
+	const char *end = r->str + r->len;
 	bool		neg = false;
 	int128		x = 0;
 
-	if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 40)
+	if (r->type != REDIS_REPLY_STRING)
 		return false;
-	if (*s == '-')
+	if (s < end && *s == '-')
 	{
 		neg = true;
 		s++;
 	}
-	if (*s == '\0')
+	if (s == end || end - s > RL_REPLY_MAX_DIGITS)
 		return false;
-	for (; *s; s++)
+	for (; s < end; s++)
 	{
 		if (*s < '0' || *s > '9')
 			return false;

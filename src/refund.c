@@ -42,20 +42,16 @@
  * given back twice.  (Giving back is the engines', called here directly
  * through the engine table: the store takes a partition lock.)
  *
- * A refund that is a network round trip (a receipt RL_RECEIPT_REMOTE:
- * Redis's) is never made inside an abort, where waiting on a socket could
- * hang it and nothing may raise an error: its amount is queued instead,
- * and sent after the transaction ends, at the session's next call that
- * reaches an engine (the dispatcher calls rl_refund_flush) or, best
- * effort, when the session exits.  The queue is bounded
- * (RL_REFUND_QUEUE_MAX refunds): beyond it the oldest calls' refunds are
- * dropped, and counted (the engine's refunds_noted: rl_redis_info shows
- * refunds_queued, refunds_sent and refunds_dropped).
- *
- * Each transaction's tracking lives in a context of its own, "ratelimit
- * refunds", under TopMemoryContext, deleted when the transaction ends, or,
- * if refunds of it are still queued, when they have been sent.  No shared
- * state of its own: refunds go through the engines' own locking.
+ * A refund that is a network round trip (RL_RECEIPT_REMOTE: Redis's) is
+ * never made inside an abort, where a socket could hang it and nothing may
+ * raise an error: its amount is queued, and the queue sent after the
+ * transaction (at the session's next call that reaches an engine, or as it
+ * exits) in one call of the engine's refund_queued (one deadline for all).
+ * Past RL_REFUND_QUEUE_MAX refunds the oldest calls' are dropped, and
+ * counted (refunds_noted).  Each transaction's tracking lives in a context
+ * of its own ("ratelimit refunds", under TopMemoryContext), deleted when
+ * the transaction ends or, with refunds of it queued, once they are sent.  No shared state of its
+ * own: refunds go through the engines' own locking.
  *
  *-------------------------------------------------------------------------
  */
@@ -64,10 +60,9 @@
 #include "access/xact.h"
 #include "common/hashfn.h"
 #include "common/int.h"
+#include "storage/ipc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
-
-#include "storage/ipc.h"
 
 #include "algo_common.h"
 #include "refund.h"
@@ -188,8 +183,6 @@ target_match(const void *key1, const void *key2, Size keysize)
 			 a->incarnation == b->incarnation &&
 			 memcmp(a->key, b->key, a->keylen) == 0);
 }
-
-static void refund_exit(int code, Datum arg);
 
 /*
  * The context and the table of this transaction, made on its first
@@ -404,6 +397,38 @@ amount_for(RlTarget *target, const RlParams *p)
 	return a;
 }
 
+/*
+ * on_shmem_exit: send what is queued, best effort (registered after the
+ * callback that aborts a transaction left open).  Interrupts are held: the
+ * engine's one deadline bounds the wait.  Never raises (the exit would
+ * recurse): what cannot be sent is dropped, and counted.
+ */
+static void
+refund_exit(int code, Datum arg)
+{
+	PG_TRY();
+	{
+		rl_refund_flush();
+	}
+	PG_CATCH();
+	{
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	while (queue_head != NULL)
+	{
+		RlAmount   *a = queue_head;
+		const RlEngine *engine = rl_engine(a->target->id.engine);
+
+		if (engine->refunds_noted != NULL)
+			engine->refunds_noted(0, a->nspent);
+		queue_pairs -= a->nspent;
+		queue_head = a->next;
+	}
+	queue_tail = NULL;
+	rl_refund_waiting = false;
+}
+
 /* Remember one receipt of the request. */
 static void
 track_receipt(const RlRequest *req, const RlReceipt *r)
@@ -468,9 +493,29 @@ amount_unlink(RlAmount *a)
 }
 
 /*
- * Give back what an amount holds, pair by pair, newest first: each pair is
- * taken off before it is given back, so none is given back twice (an
- * engine's refund may be interrupted).
+ * Take the newest pair off the amount, as its refund's request and receipt
+ * (off before it is given back: none is given back twice).
+ */
+static void
+amount_pop(RlAmount *a, RlRequest *req, RlReceipt *r)
+{
+	a->nspent--;
+	rl_request_init(req);
+	req->dbid = a->target->id.dbid;
+	req->algo = a->target->id.algo;
+	req->key = a->target->id.key;
+	req->keylen = a->target->id.keylen;
+	r->engine = a->target->id.engine;
+	r->flags = a->target->id.flags;
+	r->incarnation = a->target->id.incarnation;
+	r->params = a->params;
+	r->time = a->spent[a->nspent].time;
+	r->params.cost = a->spent[a->nspent].cost;
+}
+
+/*
+ * Give back at once what an amount holds, pair by pair, newest first (an
+ * engine whose refunds are local: made at an abort).
  */
 static void
 amount_refund(RlAmount *a)
@@ -478,22 +523,9 @@ amount_refund(RlAmount *a)
 	RlRequest	req;
 	RlReceipt	r;
 
-	rl_request_init(&req);
-	req.dbid = a->target->id.dbid;
-	req.algo = a->target->id.algo;
-	req.key = a->target->id.key;
-	req.keylen = a->target->id.keylen;
-	r.engine = a->target->id.engine;
-	r.flags = a->target->id.flags;
-	r.incarnation = a->target->id.incarnation;
-	r.params = a->params;
 	while (a->nspent > 0)
 	{
-		a->nspent--;
-		if (a->target->id.flags & RL_RECEIPT_REMOTE)
-			queue_pairs--;
-		r.time = a->spent[a->nspent].time;
-		r.params.cost = a->spent[a->nspent].cost;
+		amount_pop(a, &req, &r);
 		(void) rl_engine(r.engine)->refund(&req, &r);
 	}
 }
@@ -565,79 +597,93 @@ level_refund(RlLevel *level)
 }
 
 /*
- * Send the queued refunds, oldest first (the dispatcher, before a call
- * reaches an engine; the session's exit).  Outside any abort: an engine's
- * refund may wait on a socket, and a cancel may interrupt it (what was not
- * sent yet stays queued).  A transaction's retired tracking is freed once
- * its last queued amount is sent.
+ * Take an amount off the queue: to the free list if its transaction is the
+ * current one, else its retired tracking, once none of it is queued, to
+ * *done (freed after the refunds are sent: their keys live there).
+ */
+static void
+amount_dequeue(RlAmount *a, RlBatch **done)
+{
+	RlBatch    *b = a->target->batch;
+
+	b->queued--;
+	if (b == batch)
+	{
+		a->next = free_amounts;
+		free_amounts = a;
+	}
+	else if (b->queued == 0)
+	{
+		RlBatch   **link = &retired;
+
+		while (*link != b)
+			link = &(*link)->next;
+		*link = b->next;
+		b->next = *done;
+		*done = b;
+	}
+}
+
+/*
+ * Send the queued refunds, outside any abort (the dispatcher; the exit):
+ * each engine's in one refund_queued (one deadline for all), amounts oldest
+ * first, pairs newest first.  The queue is emptied first: what a cancel
+ * interrupts is dropped (the engine counts it), never sent twice.
  */
 void
 rl_refund_flush(void)
 {
+	RlRequest  *reqs;
+	RlReceipt  *receipts;
+	RlBatch    *done = NULL;
 	RlAmount   *a;
+	RlAmount   *next;
+	int			n = 0;
+	int			i;
+	int			j;
 
-	while ((a = queue_head) != NULL)
-	{
-		RlBatch    *b = a->target->batch;
-
-		amount_refund(a);
-		queue_head = a->next;
-		if (queue_head == NULL)
-			queue_tail = NULL;
-		b->queued--;
-		if (b == batch)
-		{
-			/* the current transaction's: back to its free list */
-			a->next = free_amounts;
-			free_amounts = a;
-		}
-		else if (b->queued == 0)
-		{
-			RlBatch   **link = &retired;
-
-			while (*link != b)
-				link = &(*link)->next;
-			*link = b->next;
-			MemoryContextDelete(b->cxt);
-		}
-	}
-	rl_refund_waiting = false;
-}
-
-/*
- * on_shmem_exit: send what is still queued, best effort.  Registered after
- * the callback that aborts a transaction left open, so its refunds are
- * queued by then.  Never raises (an error here would make the exit
- * recurse): what cannot be sent is dropped, and counted.
- */
-static void
-refund_exit(int code, Datum arg)
-{
 	if (queue_head == NULL)
 		return;
+	/* allocated before the queue is taken: if this fails, it stays */
+	reqs = palloc(sizeof(RlRequest) * queue_pairs);
+	receipts = palloc(sizeof(RlReceipt) * queue_pairs);
+	for (a = queue_head; a != NULL; a = next)
+	{
+		next = a->next;
+		for (; a->nspent > 0; n++)
+			amount_pop(a, &reqs[n], &receipts[n]);
+		amount_dequeue(a, &done);
+	}
+	Assert(n == queue_pairs);
+	queue_head = queue_tail = NULL;
+	queue_pairs = 0;
+	rl_refund_waiting = false;
+
 	PG_TRY();
 	{
-		rl_refund_flush();
+		/* each engine's refunds together (a run of the same engine) */
+		for (i = 0; i < n; i = j)
+		{
+			for (j = i + 1; j < n && receipts[j].engine == receipts[i].engine;)
+				j++;
+			rl_engine(receipts[i].engine)->refund_queued(&reqs[i],
+														 &receipts[i], j - i);
+		}
 	}
-	PG_CATCH();
+	PG_FINALLY();
 	{
-		FlushErrorState();
+		while (done != NULL)
+		{
+			RlBatch    *b = done;
+
+			done = b->next;
+			MemoryContextDelete(b->cxt);
+		}
+		pfree(reqs);
+		pfree(receipts);
 	}
 	PG_END_TRY();
-	while (queue_head != NULL)
-	{
-		RlAmount   *a = queue_head;
-		const RlEngine *engine = rl_engine(a->target->id.engine);
-
-		if (engine->refunds_noted != NULL)
-			engine->refunds_noted(0, a->nspent);
-		queue_pairs -= a->nspent;
-		queue_head = a->next;
-	}
-	queue_tail = NULL;
-	rl_refund_waiting = false;
 }
-
 
 /*
  * Merge amount a into the one below it (the parent level's, with the same

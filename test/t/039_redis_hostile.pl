@@ -1,4 +1,4 @@
-# The Redis backend against a hostile Redis: a fake server written here, on
+# The Redis backend against a hostile Redis: a fake server (RlFakeRedis), on
 # a free loopback port, answers the handshake as a standalone Redis would
 # and then sends a reply meant to exhaust the backend: an array or a bulk
 # string announcing 2^31 - 1 elements or bytes (with and without data
@@ -18,13 +18,12 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 
-use IO::Socket::INET;
-use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use RlHarness;
 use Time::HiRes qw(time usleep);
+use RlFakeRedis qw(reply hold flood trickle decision);
 use RlRedis;
 
 my $node = RlRedis::pg_node('redis_hostile', q{
@@ -36,163 +35,6 @@ log_statement = none
 });
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
-
-# ---- the fake server ----
-
-# Read one command (an array of bulk strings) from the client: its
-# arguments, or undef once the client has closed the connection.
-sub read_command
-{
-	my ($c, $buf) = @_;
-	while (1)
-	{
-		if ($$buf =~ /^\*(\d+)\r\n/)
-		{
-			my ($n, $pos, @args) = ($1, length($&));
-			for (1 .. $n)
-			{
-				last unless substr($$buf, $pos) =~ /^\$(\d+)\r\n/;
-				my ($len, $head) = ($1, length($&));
-				last if length($$buf) < $pos + $head + $len + 2;
-				push @args, substr($$buf, $pos + $head, $len);
-				$pos += $head + $len + 2;
-			}
-			if (@args == $n)
-			{
-				substr($$buf, 0, $pos) = '';
-				return \@args;
-			}
-		}
-		my $got = sysread($c, my $chunk, 65536);
-		return undef unless $got;
-		$$buf .= $chunk;
-	}
-}
-
-# Write all of $data; false once the client is gone.
-sub send_all
-{
-	my ($c, $data) = @_;
-	for (my $off = 0; $off < length $data;)
-	{
-		my $n = syswrite($c, $data, length($data) - $off, $off);
-		return 0 unless $n;
-		$off += $n;
-	}
-	return 1;
-}
-
-# Writers of a reply: each returns whether to go on serving the connection.
-# reply: send it; hold: send it, then wait for the client to hang up;
-# flood: send the head, then the chunk again and again until the client
-# hangs up; trickle: one byte every $pause seconds.
-sub reply { my ($d) = @_; return sub { return send_all($_[0], $d); }; }
-
-sub hold
-{
-	my ($d) = @_;
-	return sub {
-		my ($c) = @_;
-		send_all($c, $d);
-		1 while sysread($c, my $junk, 65536);
-		return 0;
-	};
-}
-
-sub flood
-{
-	my ($head, $chunk) = @_;
-	return sub {
-		my ($c) = @_;
-		send_all($c, $head) or return 0;
-		1 while send_all($c, $chunk);
-		return 0;
-	};
-}
-
-sub trickle
-{
-	my ($d, $pause) = @_;
-	return sub {
-		my ($c) = @_;
-		for my $byte (split //, $d)
-		{
-			send_all($c, $byte) or return 0;
-			usleep($pause * 1_000_000);
-		}
-		return 1;
-	};
-}
-
-# A decision script's reply: allowed, remaining, then as the scripts send
-# them reset_at, retry_after and delay as fractions, the call's time, the
-# state's incarnation.
-sub decision
-{
-	my ($allowed, $remaining) = @_;
-	my @f = ($remaining, 1_800_000_000_000_000, 0, 1, 0, 1,
-		1_800_000_000_000_000, 1_700_000_000_000_000);
-	return "*9\r\n:$allowed\r\n"
-	  . join('', map { '$' . length($_) . "\r\n$_\r\n" } @f);
-}
-
-my @fakes;
-
-# Start a fake Redis on a free port: %o maps a command (lower case: cluster,
-# evalsha, del, scan, unlink) to its writer, or to [a sub taking the port
-# and returning one]; CLUSTER SLOTS answers "cluster support disabled", AUTH,
-# SELECT and PING "+OK", EVAL what EVALSHA does.  One connection at a time,
-# in a child process that dies with the test.
-sub fake
-{
-	my (%o) = @_;
-	my $srv = IO::Socket::INET->new(
-		Listen    => 16,
-		LocalAddr => '127.0.0.1',
-		LocalPort => 0,
-		ReuseAddr => 1) or die "no listener: $!";
-	my $port = $srv->sockport;
-	for my $k (keys %o)
-	{
-		$o{$k} = $o{$k}[0]->($port) if ref $o{$k} eq 'ARRAY';
-	}
-	my $pid = fork // die "fork: $!";
-	if ($pid == 0)
-	{
-		$SIG{PIPE} = 'IGNORE';
-		alarm 300;
-		while (my $c = $srv->accept)
-		{
-			my $buf = '';
-			while (my $cmd = read_command($c, \$buf))
-			{
-				my $name = lc $cmd->[0];
-				$name = 'evalsha' if $name eq 'eval';
-				my $w = $o{$name}
-				  // ($name eq 'cluster'
-					? reply("-ERR This instance has cluster support disabled\r\n")
-					: reply("+OK\r\n"));
-				last unless $w->($c);
-			}
-			close $c;
-		}
-		POSIX::_exit(0);
-	}
-	close $srv;
-	push @fakes, $pid;
-	return { pid => $pid, port => $port };
-}
-
-sub fake_stop
-{
-	my ($f) = @_;
-	kill 'KILL', $f->{pid};
-	waitpid($f->{pid}, 0);
-	@fakes = grep { $_ != $f->{pid} } @fakes;
-	return;
-}
-
-END { kill 'KILL', @fakes if @fakes; }
 
 # ---- one session for every hostile call, to watch its memory ----
 
@@ -299,12 +141,24 @@ my @cases = (
 	[ 'an error reply of two-byte characters, cut by truncation',
 		{ evalsha => reply("-ERR x" . ("\xc3\xa9" x 200) . "\r\n") },
 		qr/refused the decision script: ERR x(\\xC3\\xA9)+(\\xC3)?$/ ],
+	# numbers in a decision's reply: at most 38 digits, which any int128
+	# holds (40 nines overflowed it: undefined behaviour)
+	[ 'a decision whose remaining has 40 digits (past 2^127)',
+		{ evalsha => reply(decision(1, '9' x 40)) },
+		qr/unexpected reply to the decision script/ ],
+	[ 'a decision whose remaining has 39 digits (past 2^127)',
+		{ evalsha => reply(decision(1, '9' x 39)) },
+		qr/unexpected reply to the decision script/ ],
+	[ 'a decision whose time has 40 digits',
+		{ evalsha => reply(decision(1, 4, 1_800_000_000_000_000, 0, 1, 0, 1,
+			'9' x 40, 1_700_000_000_000_000)) },
+		qr/unexpected reply to the decision script/ ],
 );
 
 for my $case (@cases)
 {
 	my ($what, $writers, $error) = @$case;
-	my $f = fake(%$writers);
+	my $f = RlFakeRedis::start(%$writers);
 	use_port($f->{port});
 	for my $mode (qw(closed open))
 	{
@@ -318,12 +172,61 @@ for my $case (@cases)
 		unlike(info('last_error'), qr/[^\x20-\x7e]/,
 			"$what: last_error is printable ASCII");
 	}
-	fake_stop($f);
+	RlFakeRedis::stop($f);
 }
+
+# a number of 38 digits is read (any fits 128 bits), and clamped
+{
+	my $f = RlFakeRedis::start(evalsha => reply(decision(1, '9' x 38)));
+	use_port($f->{port});
+	my ($out) = timed_call("SET ratelimit.fail_mode = closed; "
+		  . "SELECT remaining FROM rl_check('hostile', 'token_bucket', 5)");
+	is($out, '9223372036854775807',
+		'a remaining of 38 digits is read, and clamped to bigint');
+	RlFakeRedis::stop($f);
+}
+
+# Error text Redis sends, as SQL sees it: last_error is valid text (escaped,
+# never cut inside a character), so convert_to takes it and a table made
+# from it dumps and restores; rl_reset under a LATIN1 client raises its
+# 08006 error, saying why (not 22021, invalid byte sequence)
+for my $case ([ 'bytes that are not UTF-8', "-ERR \xff\xfe bad \xc3\r\n" ],
+	[ 'two-byte characters cut at the end', "-ERR " . ('a' x 155) . ("\xc3\xa9" x 20) . "\r\n" ])
+{
+	my ($what, $error) = @$case;
+	my $f = RlFakeRedis::start(evalsha => reply($error), del => reply($error));
+	use_port($f->{port});
+	timed_call("SELECT allowed FROM rl_check('hostile', 'token_bucket', 5)");
+	my ($rc, $out, $err) = $node->psql('postgres',
+		q{SELECT convert_to(last_error, 'UTF8') IS NOT NULL FROM rl_redis_info()});
+	is($out, 't', "$what: convert_to takes last_error");
+	is($err, '', "$what: without an error");
+
+	$node->safe_psql('postgres', 'DROP TABLE IF EXISTS saved; '
+		  . 'CREATE TABLE saved AS SELECT last_error FROM rl_redis_info()');
+	my $dump = $node->basedir . '/saved.sql';
+	$node->command_ok([ 'pg_dump', '-t', 'saved', '-f', $dump,
+			'-d', $node->connstr('postgres') ], "$what: a table of it dumps");
+	$node->safe_psql('postgres', 'DROP DATABASE IF EXISTS restored');
+	$node->safe_psql('postgres', 'CREATE DATABASE restored');
+	($rc, $out, $err) = $node->psql('restored', slurp_file($dump));
+	unlike($err, qr/ERROR/, "$what: and restores");
+
+	local $ENV{PGCLIENTENCODING} = 'LATIN1';
+	($rc, $out, $err) = $node->psql('postgres', qq{
+		\\set VERBOSITY verbose
+		SET ratelimit.redis_nodes = '127.0.0.1:$f->{port}';
+		SELECT rl_reset('hostile', 'token_bucket')});
+	like($err, qr/08006: could not reset the key in Redis: Redis at [^:]+:\d+ refused DEL: ERR /,
+		"$what: rl_reset under a LATIN1 client raises 08006, saying why");
+	unlike($err, qr/22021/, "$what: not 22021");
+	RlFakeRedis::stop($f);
+}
+$node->safe_psql('postgres', 'DROP TABLE saved; DROP DATABASE restored');
 
 # statement_timeout and cancel hold while a reply trickles in
 {
-	my $f = fake(evalsha => trickle(decision(1, 4), 0.05));
+	my $f = RlFakeRedis::start(evalsha => trickle(decision(1, 4), 0.05));
 	use_port($f->{port});
 	my ($out, $took, $err) = timed_call("SET ratelimit.redis_command_timeout = '60s'; "
 		  . "SET statement_timeout = '300ms'; "
@@ -332,13 +235,13 @@ for my $case (@cases)
 		'statement_timeout stops a call while its reply trickles in');
 	cmp_ok($took, '<', 5, sprintf('promptly (%.2f s)', $took));
 	bgq('RESET statement_timeout; RESET ratelimit.redis_command_timeout');
-	fake_stop($f);
+	RlFakeRedis::stop($f);
 }
 
 # ---- CLUSTER SLOTS: a range from -2^63, and a large valid map ----
 
 {
-	my $f = fake(
+	my $f = RlFakeRedis::start(
 		cluster => [
 			sub {
 				reply("*1\r\n*3\r\n:-9223372036854775808\r\n:16383\r\n"
@@ -350,7 +253,7 @@ for my $case (@cases)
 		"SELECT remaining FROM rl_check('hostile', 'token_bucket', 50)");
 	is($out, '42', 'a slot range from -2^63: the slots that exist are used');
 	cmp_ok($took, '<', 5, sprintf('without walking the others (%.2f s)', $took));
-	fake_stop($f);
+	RlFakeRedis::stop($f);
 }
 
 {
@@ -370,7 +273,7 @@ for my $case (@cases)
 				  . $node->(1, 2) . $node->(2, 3)
 			  } 0 .. 16383));
 	};
-	my $f = fake(cluster => [$slots], evalsha => reply(decision(1, 41)));
+	my $f = RlFakeRedis::start(cluster => [$slots], evalsha => reply(decision(1, 41)));
 	use_port($f->{port});
 	my $failures = info('failures');
 	my ($out, $took) = timed_call(
@@ -378,7 +281,7 @@ for my $case (@cases)
 	is($out, '41', 'CLUSTER SLOTS of 16384 ranges is within the bounds');
 	cmp_ok($took, '<', 5, sprintf('and read promptly (%.2f s)', $took));
 	is(info('failures'), $failures, 'no failure');
-	fake_stop($f);
+	RlFakeRedis::stop($f);
 }
 
 # ---- administrators' commands raise their error ----
@@ -394,34 +297,34 @@ sub admin
 }
 
 {
-	my $f = fake(del => hold("*2147483647\r\n"));
+	my $f = RlFakeRedis::start(del => hold("*2147483647\r\n"));
 	use_port($f->{port});
 	my ($err, $took) = admin("rl_reset('hostile', 'token_bucket')");
 	like($err,
 		qr/raised 08006: could not reset the key in Redis: Redis at 127\.0\.0\.1:\d+ sent a reply out of bounds: an array of 2147483647 elements/,
 		'rl_reset: a hostile DEL reply raises 08006, saying why');
 	cmp_ok($took, '<', 5, sprintf('promptly (%.2f s)', $took));
-	fake_stop($f);
+	RlFakeRedis::stop($f);
 
-	$f = fake(scan => flood("\$2147483647\r\n", $line));
+	$f = RlFakeRedis::start(scan => flood("\$2147483647\r\n", $line));
 	use_port($f->{port});
 	($err, $took) = admin('rl_reset_all()');
 	like($err,
 		qr/raised 08006: could not reset every state in Redis: Redis at 127\.0\.0\.1:\d+ sent a reply out of bounds: a bulk string of more than 1048576 bytes/,
 		'rl_reset_all: a hostile SCAN reply raises 08006, saying why');
 	cmp_ok($took, '<', 5, sprintf('promptly (%.2f s)', $took));
-	fake_stop($f);
+	RlFakeRedis::stop($f);
 
 	# SCAN with COUNT 1000 over keys of 4.2 kB: within the bounds
 	my $key = 'rl:{5:fw:' . ('k' x 4200) . '}';
-	$f = fake(
+	$f = RlFakeRedis::start(
 		scan => reply("*2\r\n\$1\r\n0\r\n*1000\r\n"
 			  . ('$' . length($key) . "\r\n$key\r\n") x 1000),
 		unlink => reply(":1\r\n"));
 	use_port($f->{port});
 	my ($out) = bgq('SELECT rl_reset_all()');
 	is($out, '1000', 'rl_reset_all: SCAN of 1000 keys of 4.2 kB is within the bounds');
-	fake_stop($f);
+	RlFakeRedis::stop($f);
 }
 
 # ---- the backend and the server came through ----
