@@ -161,57 +161,70 @@ CREATE TRIGGER rl_policy_applied
 	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
 ALTER TABLE rl_policy ENABLE REPLICA TRIGGER rl_policy_applied;
 
--- ---- Store isolation: owners and their shares (docs/design.md) ----
+-- ---- Store isolation: caps per role and per database (docs/design.md) ----
 
--- rl_store_info gains the evictions made for owners under their share and
--- the number of owners holding entries or pool blocks; rl_status, built on
--- it, is made again with them and the decision counters' figures
--- (rl_stats_info, above), new columns at the end.
-DROP VIEW rl_status;
-DROP FUNCTION rl_store_info();
-CREATE FUNCTION rl_store_info(
-	OUT capacity bigint,
-	OUT used bigint,
-	OUT pool_blocks bigint,
-	OUT pool_used bigint,
-	OUT reclaimed bigint,
-	OUT refused bigint,
-	OUT partitions integer,
-	OUT evicted bigint,
-	OUT owners integer)
+-- rl_store_info and rl_status are never dropped: a view a user built on
+-- them keeps working, and privileges granted or revoked on them stay.
+-- rl_store_info keeps its columns (the library fills them by name); the
+-- new figures come from rl_store_shares(), a new function over the same C
+-- function, and rl_status gains them as new columns at its end (CREATE OR
+-- REPLACE VIEW), with the decision counters' figures (rl_stats_info,
+-- above).
+CREATE FUNCTION rl_store_shares(
+	OUT owners integer,
+	OUT role_share integer,
+	OUT database_share integer,
+	OUT role_keys_cap bigint,
+	OUT database_keys_cap bigint,
+	OUT role_pool_blocks_cap bigint,
+	OUT database_pool_blocks_cap bigint,
+	OUT top_role_keys bigint,
+	OUT top_database_keys bigint,
+	OUT top_role_pool_blocks bigint,
+	OUT top_database_pool_blocks bigint,
+	OUT refused_role bigint,
+	OUT refused_database bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rl_store_info'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION rl_store_info() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION rl_store_info() TO pg_monitor;
+REVOKE ALL ON FUNCTION rl_store_shares() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_store_shares() TO pg_monitor;
 
-CREATE VIEW rl_status AS
+CREATE OR REPLACE VIEW rl_status AS
 	SELECT s.capacity, s.used, s.pool_blocks, s.pool_used, s.reclaimed,
 		   s.refused, s.partitions, r.breaker_open, r.breaker_until,
 		   r.calls AS redis_calls, r.failures AS redis_failures,
 		   r.skipped AS redis_skipped, r.last_error AS redis_last_error,
-		   r.last_error_at AS redis_last_error_at, s.evicted, s.owners,
+		   r.last_error_at AS redis_last_error_at, h.owners, h.role_share,
+		   h.database_share, h.top_role_keys, h.top_database_keys,
+		   h.top_role_pool_blocks, h.top_database_pool_blocks,
+		   h.refused_role, h.refused_database,
 		   i.slots AS stats_slots, i.slots_used AS stats_slots_used,
 		   i.overflow AS stats_overflow
-	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i;
-REVOKE ALL ON rl_status FROM PUBLIC;
-GRANT SELECT ON rl_status TO pg_monitor;
+	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i,
+		 rl_store_shares() h;
 
--- Who holds the store: per (database, role), its keys and pool blocks,
--- the entries it lost to owners under their share, and its calls refused.
+-- Who holds the store: per (database, role), its keys and pool blocks and
+-- its calls refused for want of room, with what its role holds in every
+-- database and what its database holds (what the caps bound).
 CREATE FUNCTION rl_owners(
 	OUT dbid oid,
 	OUT roleid oid,
 	OUT keys bigint,
 	OUT pool_blocks bigint,
-	OUT evicted bigint,
-	OUT refused bigint)
+	OUT refused bigint,
+	OUT role_keys bigint,
+	OUT role_pool_blocks bigint,
+	OUT database_keys bigint,
+	OUT database_pool_blocks bigint)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_owners'
 LANGUAGE C VOLATILE;
 
 CREATE VIEW rl_owners AS
-	SELECT d.datname, r.rolname, o.keys, o.pool_blocks, o.evicted, o.refused
+	SELECT d.datname, r.rolname, o.keys, o.pool_blocks, o.refused,
+		   o.role_keys, o.role_pool_blocks, o.database_keys,
+		   o.database_pool_blocks
 	FROM rl_owners() o
 		LEFT JOIN pg_catalog.pg_database d ON d.oid = o.dbid
 		LEFT JOIN pg_catalog.pg_roles r ON r.oid = o.roleid;
@@ -227,8 +240,22 @@ GRANT SELECT ON rl_owners TO pg_monitor;
 -- sent after the transaction (docs/redis.md, "The scripts").
 -- rl_redis_info counts them: queued, sent (taken by Redis), dropped (the
 -- queue full, the breaker open, Redis failing, the session gone).  New OUT
--- columns: drop and create it, and rl_status over it, as it was.
-DROP VIEW rl_status;
+-- columns: drop and create it.  rl_status over it is not dropped (its
+-- privileges and the views users built on it stay): it reads no Redis
+-- figure while the function is made again, then reads them again.
+CREATE OR REPLACE VIEW rl_status AS
+	SELECT s.capacity, s.used, s.pool_blocks, s.pool_used, s.reclaimed,
+		   s.refused, s.partitions, NULL::boolean AS breaker_open,
+		   NULL::timestamptz AS breaker_until, NULL::bigint AS redis_calls,
+		   NULL::bigint AS redis_failures, NULL::bigint AS redis_skipped,
+		   NULL::text AS redis_last_error,
+		   NULL::timestamptz AS redis_last_error_at, h.owners, h.role_share,
+		   h.database_share, h.top_role_keys, h.top_database_keys,
+		   h.top_role_pool_blocks, h.top_database_pool_blocks,
+		   h.refused_role, h.refused_database,
+		   i.slots AS stats_slots, i.slots_used AS stats_slots_used,
+		   i.overflow AS stats_overflow
+	FROM rl_store_info() s, rl_stats_info() i, rl_store_shares() h;
 DROP FUNCTION rl_redis_info();
 CREATE FUNCTION rl_redis_info(
 	OUT breaker_open boolean,
@@ -252,17 +279,19 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION rl_redis_info() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rl_redis_info() TO pg_monitor;
 
-CREATE VIEW rl_status AS
+CREATE OR REPLACE VIEW rl_status AS
 	SELECT s.capacity, s.used, s.pool_blocks, s.pool_used, s.reclaimed,
 		   s.refused, s.partitions, r.breaker_open, r.breaker_until,
 		   r.calls AS redis_calls, r.failures AS redis_failures,
 		   r.skipped AS redis_skipped, r.last_error AS redis_last_error,
-		   r.last_error_at AS redis_last_error_at, s.evicted, s.owners,
+		   r.last_error_at AS redis_last_error_at, h.owners, h.role_share,
+		   h.database_share, h.top_role_keys, h.top_database_keys,
+		   h.top_role_pool_blocks, h.top_database_pool_blocks,
+		   h.refused_role, h.refused_database,
 		   i.slots AS stats_slots, i.slots_used AS stats_slots_used,
 		   i.overflow AS stats_overflow
-	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i;
-REVOKE ALL ON rl_status FROM PUBLIC;
-GRANT SELECT ON rl_status TO pg_monitor;
+	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i,
+		 rl_store_shares() h;
 
 -- rl_reset's C entry point for this version's definition (the library
 -- keeps "rl_reset" for databases still on 0.1.0's or 0.2.0's).

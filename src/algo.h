@@ -281,9 +281,12 @@ typedef void (*RlRefundFn) (RlState *s, int64 t, const RlParams *p,
 
 /*
  * Could calls have left this saved state (the state file is not trusted)?
- * The times are checked by the caller, the idle time against idle_span.
+ * If so, also bound its idle time: lower it to the latest time at which
+ * the state can still differ from a new key's, so that no saved idle time
+ * keeps a key in the store longer than its state needs.  The latest time
+ * is checked by the caller (its range, not in the future).
  */
-typedef bool (*RlImageValidFn) (const RlStateImage *img);
+typedef bool (*RlImageValidFn) (RlStateImage *img);
 
 /*
  * Redis batching: until when a lease taken at "now" by a call with p, which
@@ -301,9 +304,6 @@ typedef struct RlAlgoRoutine
 	RlStateKind state;
 	bool		has_burst;		/* a capacity apart from the limit */
 	RlRefundGrain refund_grain;
-	int64		idle_span;		/* longest time from a call to the state
-								 * being a new key's again (reset_at - t);
-								 * PG_INT64_MAX: up to the saturated time */
 	RlDecideFn	decide;
 	RlChargeFn	charge;			/* rl_adjust */
 	RlRefundFn	refund;
@@ -364,7 +364,8 @@ extern void rl_sliding_window_counter_refund(RlState *s, int64 t,
 extern int64 rl_sliding_window_counter_lease_end(const RlParams *p,
 												 int64 now,
 												 const RlOutcome *o);
-extern bool rl_window_image_valid(const RlStateImage *img);
+extern bool rl_fixed_window_image_valid(RlStateImage *img);
+extern bool rl_sliding_window_counter_image_valid(RlStateImage *img);
 extern void rl_window_bounds(const RlParams *p, int64 t, int64 *start,
 							 int64 *end);
 
@@ -389,8 +390,8 @@ extern bool rl_leaky_bucket_charge(RlState *s, bool fresh, int64 t,
 								   RlOutcome *o, RlChain *chain);
 extern void rl_leaky_bucket_refund(RlState *s, int64 t, const RlParams *p,
 								   int64 cost, RlChain *chain);
-extern bool rl_bucket_image_valid(const RlStateImage *img);
-extern bool rl_token_image_valid(const RlStateImage *img);
+extern bool rl_token_bucket_image_valid(RlStateImage *img);
+extern bool rl_leaky_bucket_image_valid(RlStateImage *img);
 
 /* algo_log.c: sliding_window_log, and the only code that walks a chain */
 extern bool rl_sliding_window_log(RlState *s, bool fresh, int64 t,
@@ -402,7 +403,7 @@ extern bool rl_sliding_window_log_charge(RlState *s, bool fresh, int64 t,
 extern void rl_sliding_window_log_refund(RlState *s, int64 t,
 										 const RlParams *p, int64 cost,
 										 RlChain *chain);
-extern bool rl_log_image_valid(const RlStateImage *img);
+extern bool rl_log_image_valid(RlStateImage *img);
 extern void rl_log_init(RlLogState *s);
 extern bool rl_log_append(RlLogState *s, RlChain *chain, int64 t,
 						  int64 cost);
@@ -416,7 +417,7 @@ extern bool rl_concurrency(RlState *s, bool fresh, int64 t, int64 last,
 						   const RlParams *p, RlOutcome *o, RlChain *chain);
 extern void rl_concurrency_refund(RlState *s, int64 t, const RlParams *p,
 								  int64 cost, RlChain *chain);
-extern bool rl_slots_image_valid(const RlStateImage *img);
+extern bool rl_slots_image_valid(RlStateImage *img);
 extern int64 rl_slots_enqueue(RlSlotsState *s);
 extern bool rl_slots_grant(RlSlotsState *s, int64 limit);
 extern void rl_slots_leave(RlSlotsState *s);

@@ -114,7 +114,9 @@ rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
 /*
  * leaky_bucket: a queue of capacity B draining at r; a new key starts
  * empty; allowed iff level + c <= B, and the admitted call is told to wait
- * until the queue ahead of it has drained.
+ * until the queue ahead of it has drained.  The level is never above B at
+ * a call: a burst lowered since the last call, or a state no call could
+ * have left (the state file is not trusted), keeps at most B queued.
  */
 bool
 rl_leaky_bucket(RlState *state, bool fresh, int64 t, int64 last,
@@ -243,19 +245,35 @@ bucket_image_within(const RlStateImage *img, int64 lowest)
 		b->scaled <= (int128) PG_INT64_MAX * b->per;
 }
 
-/* A saved leaky bucket: a level from zero up. */
+/*
+ * A saved token bucket: tokens, or tokens owed after a charge past the
+ * limit (rl_adjust) down to -(2^63 - 1).  Its burst is not saved, so the
+ * state cannot tell how long it takes to refill: its idle time is bounded
+ * by RL_IDLE_MAX after the latest call.
+ */
 bool
-rl_bucket_image_valid(const RlStateImage *img)
+rl_token_bucket_image_valid(RlStateImage *img)
 {
-	return bucket_image_within(img, 0);
+	if (!bucket_image_within(img, -PG_INT64_MAX))
+		return false;
+	rl_idle_bound(img, img->last, RL_IDLE_MAX);
+	return true;
 }
 
 /*
- * A saved token bucket: tokens, or tokens owed after a charge past the
- * limit (rl_adjust) down to -(2^63 - 1).
+ * A saved leaky bucket: a level from zero up (past the burst after a
+ * charge, rl_adjust).  Its queue drains at L >= 1 unit per W, so a level
+ * of "scaled" (units times W) has drained within "scaled" microseconds of
+ * the latest call: the idle time is bounded by that.
  */
 bool
-rl_token_image_valid(const RlStateImage *img)
+rl_leaky_bucket_image_valid(RlStateImage *img)
 {
-	return bucket_image_within(img, -PG_INT64_MAX);
+	const RlBucketState *b = &img->state.bucket;
+
+	if (!bucket_image_within(img, 0))
+		return false;
+	rl_idle_bound(img, img->last,
+				  b->scaled < RL_IDLE_MAX ? (int64) b->scaled : RL_IDLE_MAX);
+	return true;
 }

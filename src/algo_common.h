@@ -10,6 +10,8 @@
 #ifndef RL_ALGO_COMMON_H
 #define RL_ALGO_COMMON_H
 
+#include "algo.h"
+
 /* reset_at is saturated here (Unix us, about year 148000) */
 #define RL_TIME_SATURATE	((int64) 1 << 62)
 
@@ -66,6 +68,28 @@ rl_units(int128 a, int64 b)
 		return (int64) a / b;
 	q = a / b;
 	return q > PG_INT64_MAX ? PG_INT64_MAX : (int64) q;
+}
+
+/*
+ * The longest a saved state may stay unlike a new key's when the state
+ * cannot tell (a token bucket's burst is not saved): two longest windows.
+ */
+#define RL_IDLE_MAX			(2 * RL_MAX_PER)
+
+/*
+ * Bound a saved idle time (an image_valid function's): the state cannot
+ * differ from a new key's after "from" plus "span" microseconds (from the
+ * state itself), so a later idle time, which would keep the key in the
+ * store for nothing, is lowered to it.  Saturated as reset_at is.
+ */
+static inline void
+rl_idle_bound(RlStateImage *img, int64 from, int64 span)
+{
+	int64		bound = span >= RL_TIME_SATURATE - from ?
+		RL_TIME_SATURATE : from + span;
+
+	if (img->idle_at > bound)
+		img->idle_at = bound;
 }
 
 #endif							/* RL_ALGO_COMMON_H */

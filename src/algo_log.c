@@ -345,10 +345,12 @@ rl_log_release(RlLogState *s, RlChain *m)
 /*
  * A saved log: entries in strictly increasing time, within one longest
  * window before the key's latest time and not after it, costs greater
- * than zero, and their total the saved sum, within 64 bits.
+ * than zero, and their total the saved sum, within 64 bits.  Its state is
+ * a new key's once its newest entry has expired (W at most 100 years
+ * later), at once if it is empty: the idle time is bounded by that.
  */
 bool
-rl_log_image_valid(const RlStateImage *img)
+rl_log_image_valid(RlStateImage *img)
 {
 	int128		total = 0;
 	int64		prev = PG_INT64_MIN;
@@ -366,7 +368,13 @@ rl_log_image_valid(const RlStateImage *img)
 		if (total > PG_INT64_MAX)
 			return false;
 	}
-	return total == img->state.log.sum;
+	if (total != img->state.log.sum)
+		return false;
+	if (img->nlog > 0)
+		rl_idle_bound(img, img->log[img->nlog - 1].time, RL_MAX_PER);
+	else
+		rl_idle_bound(img, img->last, 0);
+	return true;
 }
 
 /* log_append, for the store restoring a saved log. */

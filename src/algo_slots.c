@@ -65,14 +65,18 @@ rl_concurrency_refund(RlState *st, int64 t, const RlParams *p, int64 cost,
 
 /*
  * A saved state: slots are held by backends, which a restart ends, so
- * only an idle state can have been saved by a clean shutdown.
+ * only an idle state can have been saved by a clean shutdown, and it is
+ * idle at once (nothing of it outlives a restart).
  */
 bool
-rl_slots_image_valid(const RlStateImage *img)
+rl_slots_image_valid(RlStateImage *img)
 {
 	const RlSlotsState *s = &img->state.slots;
 
-	return s->held == 0 && s->waiting == 0 && s->tickets >= 0;
+	if (s->held != 0 || s->waiting != 0 || s->tickets < 0)
+		return false;
+	rl_idle_bound(img, img->last, 0);
+	return true;
 }
 
 /* A backend queues for a slot: its ticket. */

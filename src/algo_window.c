@@ -255,11 +255,52 @@ rl_sliding_window_counter_lease_end(const RlParams *p, int64 now,
  * A saved window: counts not negative, the window holding the latest time
  * and at most 100 years long.
  */
-bool
-rl_window_image_valid(const RlStateImage *img)
+static bool
+window_image_valid(const RlStateImage *img)
 {
 	const RlWindowState *w = &img->state.window;
 
 	return img->nlog == 0 && w->cur >= 0 && w->prev >= 0 &&
 		w->start <= img->last && w->start > img->last - RL_MAX_PER;
+}
+
+/*
+ * fixed_window: a saved window (above); its state is a new key's once its
+ * window has ended (start + W, W at most 100 years), or at once if its
+ * count is 0: the idle time is bounded by that.
+ */
+bool
+rl_fixed_window_image_valid(RlStateImage *img)
+{
+	const RlWindowState *w = &img->state.window;
+
+	if (!window_image_valid(img))
+		return false;
+	if (w->cur > 0)
+		rl_idle_bound(img, w->start, RL_MAX_PER);
+	else
+		rl_idle_bound(img, img->last, 0);
+	return true;
+}
+
+/*
+ * sliding_window_counter: a saved window (above); the current count weighs
+ * until the end of the next window (start + 2 W), the previous one until
+ * the end of this window, a state of zeros not at all: the idle time is
+ * bounded by that.
+ */
+bool
+rl_sliding_window_counter_image_valid(RlStateImage *img)
+{
+	const RlWindowState *w = &img->state.window;
+
+	if (!window_image_valid(img))
+		return false;
+	if (w->cur > 0)
+		rl_idle_bound(img, w->start, 2 * RL_MAX_PER);
+	else if (w->prev > 0)
+		rl_idle_bound(img, w->start, RL_MAX_PER);
+	else
+		rl_idle_bound(img, img->last, 0);
+	return true;
 }

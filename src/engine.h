@@ -191,8 +191,11 @@ typedef struct RlOwnerImage
 	Oid			roleid;
 	int64		keys;			/* entries */
 	int64		pool_blocks;
-	int64		evicted;		/* its entries evicted for others */
 	int64		refused;		/* its calls refused for want of room */
+	int64		role_keys;		/* what its role holds, in every database */
+	int64		role_pool_blocks;
+	int64		database_keys;	/* what its database holds */
+	int64		database_pool_blocks;
 } RlOwnerImage;
 
 /*

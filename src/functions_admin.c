@@ -223,10 +223,13 @@ rl_redis_info(PG_FUNCTION_ARGS)
 }
 
 /*
- * rl_owners() returns setof (dbid, roleid, keys, pool_blocks, evicted,
- * refused): what each owner of the store's entries holds, in every
- * database.  An overflow owner has a NULL roleid (a database's) or NULL
- * dbid and roleid (the store's).
+ * rl_owners() returns setof (dbid, roleid, keys, pool_blocks, refused,
+ * role_keys, role_pool_blocks, database_keys, database_pool_blocks): what
+ * each owner of the store's entries holds, in every database, with what
+ * its role holds across databases and what its database holds (what the
+ * caps, ratelimit.role_share and ratelimit.database_share, bound).  An
+ * overflow owner has a NULL roleid (a database's) or NULL dbid and roleid
+ * (the store's).
  */
 Datum
 rl_owners(PG_FUNCTION_ARGS)
@@ -241,8 +244,8 @@ rl_owners(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < n; i++)
 	{
-		Datum		values[6];
-		bool		nulls[6] = {false, false, false, false, false, false};
+		Datum		values[9];
+		bool		nulls[9] = {0};
 
 		values[0] = ObjectIdGetDatum(owners[i].dbid);
 		nulls[0] = !OidIsValid(owners[i].dbid);
@@ -250,8 +253,11 @@ rl_owners(PG_FUNCTION_ARGS)
 		nulls[1] = !OidIsValid(owners[i].roleid);
 		values[2] = Int64GetDatum(owners[i].keys);
 		values[3] = Int64GetDatum(owners[i].pool_blocks);
-		values[4] = Int64GetDatum(owners[i].evicted);
-		values[5] = Int64GetDatum(owners[i].refused);
+		values[4] = Int64GetDatum(owners[i].refused);
+		values[5] = Int64GetDatum(owners[i].role_keys);
+		values[6] = Int64GetDatum(owners[i].role_pool_blocks);
+		values[7] = Int64GetDatum(owners[i].database_keys);
+		values[8] = Int64GetDatum(owners[i].database_pool_blocks);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

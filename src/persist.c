@@ -22,13 +22,19 @@
  *	trailer	 CRC-32C of the entries, then of the header
  *
  * The file is not trusted.  Only a regular file is read, opened without
- * blocking (a FIFO at the path must not hang the start).  A file that is
- * short, of another magic or version (or of another PostgreSQL major
+ * blocking (a FIFO at the path must not hang the start).  Its header is
+ * checked before anything else is read, and the file is read as a stream,
+ * twice (framing and CRC, then the entries): nothing is allocated for what
+ * it claims but one key and one log no longer than the pool.  A file that
+ * is short, of another magic or version (or of another PostgreSQL major
  * release), fails its CRC or follows an unclean shutdown is ignored
  * whole.  Each entry is checked against what a call could have produced,
  * with the ranges the SQL functions apply to their arguments (algo.h), the
- * state by its algorithm (the table's image_valid); an entry that fails is
- * dropped, and the drops are logged once, with a count per reason.
+ * state and its idle time by its algorithm (the table's image_valid, which
+ * also bounds the idle time by the state); an entry that fails is dropped,
+ * and the drops are logged once, with a count per reason.  Entries of
+ * databases that do not exist cannot be told here (no catalog access):
+ * the store drops them when it needs room (store_admin.c).
  *
  * Runs only in the postmaster, when no backend exists: the store engine's
  * images and restore take no lock.
@@ -53,6 +59,7 @@
 #include "algo_common.h"
 #include "engine.h"
 #include "persist.h"
+#include "store.h"
 
 #define RL_PERSIST_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/ratelimit.state"
 #define RL_PERSIST_TMP		RL_PERSIST_FILE ".tmp"
@@ -298,19 +305,102 @@ ignore_file(const char *why)
 			 errdetail_internal("%s", why)));
 }
 
+/* ---- the file read as a stream: nothing allocated after what it says ---- */
+
+#define RL_READ_BUFFER		65536
+
+typedef struct RlReader
+{
+	int			fd;
+	char	   *buf;
+	size_t		len;			/* bytes in buf */
+	size_t		pos;			/* the next one to hand out */
+	uint64		done;			/* bytes handed out since the start */
+	pg_crc32c	crc;			/* of what was handed out while crc_on */
+	bool		crc_on;
+	bool		failed;			/* a read error (logged), or the end */
+} RlReader;
+
 /*
- * Read the whole file; NULL if absent, not a regular file, or unreadable
- * (logged).  It is opened with O_NONBLOCK and checked with fstat before
- * any read, so that a FIFO or a device at its path cannot block the start.
+ * Hand out the next n bytes of the file, copied to out (or skipped if out
+ * is NULL), adding them to the CRC if it is on.  False at the end of the
+ * file or on a read error (logged once).
  */
-static char *
-read_file(size_t *len)
+static bool
+reader_get(RlReader *r, void *out, uint64 n)
+{
+	char	   *dst = out;
+
+	while (n > 0)
+	{
+		size_t		chunk;
+
+		if (r->pos == r->len)
+		{
+			ssize_t		got;
+
+			if (r->failed)
+				return false;
+			got = read(r->fd, r->buf, RL_READ_BUFFER);
+			if (got < 0 && errno == EINTR)
+				continue;
+			if (got <= 0)
+			{
+				if (got < 0)
+					ereport(LOG,
+							(errcode_for_file_access(),
+							 errmsg("could not read file \"%s\": %m",
+									RL_PERSIST_FILE)));
+				r->failed = true;
+				return false;
+			}
+			r->len = (size_t) got;
+			r->pos = 0;
+		}
+		chunk = (size_t) Min(n, (uint64) (r->len - r->pos));
+		if (r->crc_on)
+			COMP_CRC32C(r->crc, r->buf + r->pos, chunk);
+		if (dst != NULL)
+		{
+			memcpy(dst, r->buf + r->pos, chunk);
+			dst += chunk;
+		}
+		r->pos += chunk;
+		r->done += chunk;
+		n -= chunk;
+	}
+	return true;
+}
+
+/* Go back to the first entry (after the header), the CRC started anew. */
+static bool
+reader_rewind(RlReader *r)
+{
+	if (lseek(r->fd, sizeof(RlPersistHeader), SEEK_SET) < 0)
+	{
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not seek in file \"%s\": %m", RL_PERSIST_FILE)));
+		return false;
+	}
+	r->len = r->pos = 0;
+	r->done = sizeof(RlPersistHeader);
+	r->failed = false;
+	INIT_CRC32C(r->crc);
+	return true;
+}
+
+/*
+ * Open the file; -1 if absent, not a regular file, or unreadable (logged),
+ * with *size its size.  It is opened with O_NONBLOCK and checked with
+ * fstat before any read, so that a FIFO or a device at its path cannot
+ * block the start.
+ */
+static int
+open_file(uint64 *size)
 {
 	int			fd;
 	struct stat st;
-	char	   *data;
-	size_t		size;
-	size_t		done = 0;
 
 	fd = OpenTransientFile(RL_PERSIST_FILE, O_RDONLY | O_NONBLOCK | PG_BINARY);
 	if (fd < 0)
@@ -319,7 +409,7 @@ read_file(size_t *len)
 			ereport(LOG,
 					(errcode_for_file_access(),
 					 errmsg("could not open file \"%s\": %m", RL_PERSIST_FILE)));
-		return NULL;
+		return -1;
 	}
 	if (fstat(fd, &st) != 0)
 	{
@@ -327,101 +417,70 @@ read_file(size_t *len)
 				(errcode_for_file_access(),
 				 errmsg("could not stat file \"%s\": %m", RL_PERSIST_FILE)));
 		CloseTransientFile(fd);
-		return NULL;
+		return -1;
 	}
-	if (!S_ISREG(st.st_mode) || (uint64) st.st_size > MaxAllocHugeSize)
+	if (!S_ISREG(st.st_mode))
 	{
-		ignore_file(S_ISREG(st.st_mode) ? "The file is too large." :
-					"It is not a regular file.");
+		ignore_file("It is not a regular file.");
 		CloseTransientFile(fd);
 		(void) unlink(RL_PERSIST_FILE);
-		return NULL;
+		return -1;
 	}
-	size = (size_t) st.st_size;
-	data = palloc_extended(Max(size, 1), MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-	if (data == NULL)
-	{
-		ereport(LOG,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory"),
-				 errdetail("Could not read file \"%s\" of %zu bytes.",
-						   RL_PERSIST_FILE, size)));
-		CloseTransientFile(fd);
-		return NULL;
-	}
-	while (done < size)
-	{
-		ssize_t		n = read(fd, data + done, size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		done += (size_t) n;
-	}
-	CloseTransientFile(fd);
-	if (done != size)
-	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not read file \"%s\": read %zu of %zu",
-						RL_PERSIST_FILE, done, size)));
-		pfree(data);
-		return NULL;
-	}
-	*len = size;
-	return data;
+	*size = (uint64) st.st_size;
+	return fd;
 }
 
 /*
- * Check the file's framing: header, entries that fit, and the CRC.
- * Returns NULL if sound, or why not (a sentence).
+ * Check the file's framing as a stream, before anything of it is kept:
+ * the header first (its magic, versions, and an entry count the file's
+ * size can hold), then entries that fit exactly, then the CRC.  Nothing is
+ * allocated for what the file says.  Returns NULL if sound, or why not (a
+ * sentence).
  */
 static const char *
-check_file(const char *data, size_t len)
+check_file(RlReader *r, uint64 size, RlPersistHeader *header)
 {
-	RlPersistHeader header;
-	pg_crc32c	crc;
 	pg_crc32c	stored;
-	size_t		pos = sizeof(header);
-	size_t		end;
+	uint64		end;
 	uint64		i;
 
-	if (len < sizeof(header) + sizeof(crc))
+	if (size < sizeof(*header) + sizeof(stored))
 		return "The file is too short.";
-	memcpy(&header, data, sizeof(header));
-	if (header.magic != RL_PERSIST_MAGIC)
+	if (!reader_get(r, header, sizeof(*header)))
+		return "It could not be read.";
+	if (header->magic != RL_PERSIST_MAGIC)
 		return "It is not a ratelimit state file.";
 	/* a minor release keeps the layout: only the major must match */
-	if (header.version != RL_PERSIST_VERSION ||
-		header.pg_version / 10000 != PG_VERSION_NUM / 10000)
+	if (header->version != RL_PERSIST_VERSION ||
+		header->pg_version / 10000 != PG_VERSION_NUM / 10000)
 		return "It was written by another version of ratelimit or PostgreSQL.";
+	end = size - sizeof(stored);
+	if (header->count > (end - sizeof(*header)) / sizeof(RlPersistEntry))
+		return "It is truncated.";
 
-	end = len - sizeof(crc);
-	for (i = 0; i < header.count; i++)
+	r->crc_on = true;
+	for (i = 0; i < header->count; i++)
 	{
 		RlPersistEntry pe;
 
-		if (pos + sizeof(pe) > end)
+		if (end - r->done < sizeof(pe) || !reader_get(r, &pe, sizeof(pe)))
 			return "It is truncated.";
-		memcpy(&pe, data + pos, sizeof(pe));
 		if (pe.keylen < 0 || pe.nlog < 0)
 			return "An entry has a negative length.";
-		pos += sizeof(pe);
 		if ((uint64) pe.keylen + (uint64) pe.nlog * sizeof(RlLogEntry) >
-			end - pos)
+			end - r->done ||
+			!reader_get(r, NULL, (uint64) pe.keylen +
+						(uint64) pe.nlog * sizeof(RlLogEntry)))
 			return "It is truncated.";
-		pos += pe.keylen + (size_t) pe.nlog * sizeof(RlLogEntry);
 	}
-	if (pos != end)
+	if (r->done != end)
 		return "It has trailing bytes.";
-
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, data + sizeof(header), pos - sizeof(header));
-	COMP_CRC32C(crc, &header, sizeof(header));
-	FIN_CRC32C(crc);
-	memcpy(&stored, data + pos, sizeof(stored));
-	if (!EQ_CRC32C(crc, stored))
+	r->crc_on = false;
+	COMP_CRC32C(r->crc, header, sizeof(*header));
+	FIN_CRC32C(r->crc);
+	if (!reader_get(r, &stored, sizeof(stored)))
+		return "It is truncated.";
+	if (!EQ_CRC32C(r->crc, stored))
 		return "Its checksum does not match.";
 	return NULL;
 }
@@ -436,15 +495,15 @@ time_ok(int64 t)
 /*
  * Why an entry of the file cannot be restored as it is (a reason from
  * SKIP_ALGO on), or SKIP_NREASONS if it is sound: every value within what
- * a call could have produced.  The key and log lengths are framed already
- * (check_file); img holds the entry's saved state, its log copied out.
- * The state itself is the algorithm's to check (its image_valid).
+ * a call could have produced.  img holds the entry's saved state, its log
+ * read (the caller skips a key too long to be read).  The state and its
+ * idle time are the algorithm's to check (its image_valid, which also
+ * lowers the idle time to the latest the state allows).
  */
 static RlSkip
-entry_problem(const RlPersistEntry *pe, const RlStateImage *img, int64 now)
+entry_problem(const RlPersistEntry *pe, RlStateImage *img, int64 now)
 {
 	const RlAlgoRoutine *algo;
-	int64		idle_max;
 
 	if (pe->algo < 0 || pe->algo >= RL_NUM_ALGOS)
 		return SKIP_ALGO;
@@ -455,12 +514,7 @@ entry_problem(const RlPersistEntry *pe, const RlStateImage *img, int64 now)
 		(OidIsValid(pe->owner_dbid) || OidIsValid(pe->owner_roleid)))
 		return SKIP_OWNER;
 
-	if (!time_ok(pe->last))
-		return SKIP_TIME;
-	/* at most the algorithm's idle span after the latest time, saturated */
-	idle_max = algo->idle_span >= RL_TIME_SATURATE - pe->last ?
-		RL_TIME_SATURATE : pe->last + algo->idle_span;
-	if (pe->idle_at < -RL_MAX_ABS_TIME || pe->idle_at > idle_max)
+	if (!time_ok(pe->last) || pe->idle_at < -RL_MAX_ABS_TIME)
 		return SKIP_TIME;
 	if (pe->last > now + RL_PERSIST_FUTURE)
 		return SKIP_FUTURE;
@@ -516,60 +570,78 @@ log_restore(uint64 loaded, const uint64 *skipped)
 }
 
 /*
+ * The most log entries one saved log may have: what the pool can hold.
+ * A longer one could not be restored, and is not read.
+ */
+static int64
+log_max(void)
+{
+	return (int64) rl_pool_size * 1024 / (sizeof(RlBlock) + sizeof(uint32)) *
+		RL_LOG_PER_BLOCK;
+}
+
+/*
  * At postmaster start, with a new store: load the state saved at the last
  * clean shutdown, skipping keys already idle and dropping invalid entries,
- * then remove the file.
+ * then remove the file.  The file is read twice as a stream: once to
+ * check its framing and CRC, once to restore; what is allocated is a
+ * buffer, a key, and a log no longer than the pool can hold.
  */
 void
 rl_persist_load(void)
 {
 	const RlEngine *store = rl_engine(RL_ENGINE_STORE);
-	size_t		len = 0;
-	char	   *data = read_file(&len);
+	RlReader	r;
+	uint64		size = 0;
 	const char *problem;
 	RlPersistHeader header;
-	size_t		pos = sizeof(header);
 	int64		now = rl_clock_now();
 	uint64		loaded = 0;
 	uint64		skipped[SKIP_NREASONS] = {0};
+	char	   *key;
+	RlLogEntry *log = NULL;
+	int64		logcap = 0;
 	uint64		i;
 
-	if (data == NULL)
+	memset(&r, 0, sizeof(r));
+	r.fd = open_file(&size);
+	if (r.fd < 0)
 		return;
-	problem = check_file(data, len);
+	r.buf = palloc(RL_READ_BUFFER);
+	INIT_CRC32C(r.crc);
+	problem = check_file(&r, size, &header);
 	if (problem == NULL && !shut_down_cleanly())
 	{
 		ereport(LOG,
 				(errmsg("ignoring file \"%s\"", RL_PERSIST_FILE),
 				 errdetail("The server did not shut down cleanly, so the state saved in it may not be final.")));
-		pfree(data);
-		(void) unlink(RL_PERSIST_FILE);
-		return;
+		problem = "";
 	}
-	if (problem != NULL)
-	{
+	else if (problem != NULL)
 		ignore_file(problem);
-		pfree(data);
+	if (problem != NULL || !reader_rewind(&r))
+	{
+		pfree(r.buf);
+		CloseTransientFile(r.fd);
 		(void) unlink(RL_PERSIST_FILE);
 		return;
 	}
 
-	memcpy(&header, data, sizeof(header));
+	key = palloc(RL_MAX_STORED_KEY);
 	for (i = 0; i < header.count; i++)
 	{
 		RlPersistEntry pe;
 		RlEntryImage img;
-		RlLogEntry *log = NULL;
-		RlSkip		skip;
+		RlSkip		skip = SKIP_NREASONS;
 
-		memcpy(&pe, data + pos, sizeof(pe));
-		pos += sizeof(pe);
+		/* framed by check_file: these reads only fail on an I/O error */
+		if (!reader_get(&r, &pe, sizeof(pe)))
+			break;
 		memset(&img, 0, sizeof(img));
 		img.dbid = pe.dbid;
 		img.algo = (RlAlgo) pe.algo;
 		img.keylen = pe.keylen;
-		img.key = data + pos;
-		pos += pe.keylen;
+		img.key = key;
 		img.owner_dbid = pe.owner_dbid;
 		img.owner_roleid = pe.owner_roleid;
 		img.saved.last = pe.last;
@@ -581,18 +653,32 @@ rl_persist_load(void)
 			memcpy(&img.saved.state.log.sum, pe.state, sizeof(int64));
 		else
 			memcpy(&img.saved.state, pe.state, sizeof(img.saved.state));
-		if (pe.nlog > 0)
+
+		if (pe.keylen > RL_MAX_STORED_KEY)
+			skip = SKIP_KEY;
+		else if (pe.nlog > log_max())
+			skip = SKIP_NO_ROOM;
+		if (skip != SKIP_NREASONS)
 		{
-			/* copied out: the file's bytes need not be aligned */
-			log = palloc_extended(sizeof(RlLogEntry) * pe.nlog,
-								  MCXT_ALLOC_HUGE);
-			memcpy(log, data + pos, sizeof(RlLogEntry) * pe.nlog);
-			pos += sizeof(RlLogEntry) * pe.nlog;
+			if (!reader_get(&r, NULL, (uint64) pe.keylen +
+							(uint64) pe.nlog * sizeof(RlLogEntry)))
+				break;
+			skipped[skip]++;
+			continue;
 		}
+		if (pe.nlog > logcap)
+		{
+			logcap = Min(Max(Max(64, logcap * 2), pe.nlog), log_max());
+			log = log ? repalloc_huge(log, sizeof(RlLogEntry) * logcap) :
+				palloc_extended(sizeof(RlLogEntry) * logcap, MCXT_ALLOC_HUGE);
+		}
+		if (!reader_get(&r, key, pe.keylen) ||
+			!reader_get(&r, log, sizeof(RlLogEntry) * (uint64) pe.nlog))
+			break;
 		img.saved.log = log;
 
 		skip = entry_problem(&pe, &img.saved, now);
-		if (skip == SKIP_NREASONS && pe.idle_at <= now)
+		if (skip == SKIP_NREASONS && img.saved.idle_at <= now)
 			skip = SKIP_IDLE;
 		if (skip != SKIP_NREASONS)
 			skipped[skip]++;
@@ -609,10 +695,12 @@ rl_persist_load(void)
 					skipped[SKIP_DUPLICATE]++;
 					break;
 			}
-		if (log)
-			pfree(log);
 	}
-	pfree(data);
+	pfree(key);
+	if (log)
+		pfree(log);
+	pfree(r.buf);
+	CloseTransientFile(r.fd);
 	(void) unlink(RL_PERSIST_FILE);
 	log_restore(loaded, skipped);
 }

@@ -30,10 +30,10 @@
  *
  * The store's files, each calling only those before it:
  *	store.c			 this one: the settings, the layout, shared memory
- *	store_owner.c	 owners and their fair shares (docs/design.md,
- *					 "Isolation")
- *	store_entry.c	 the pool, keys, entries: creating, removing, reclaiming
- *					 and evicting them
+ *	store_owner.c	 owners, and the caps of a role and of a database
+ *					 (docs/design.md, "Isolation")
+ *	store_entry.c	 the pool, keys, entries: creating, removing and
+ *					 reclaiming them
  *	store_engine.c	 the engine's decisions and refunds (the hot path)
  *	store_admin.c	 the engine's resets, figures, listings and images
  *	store_slots.c	 the engine's slots: taking, queueing, giving back
@@ -43,9 +43,8 @@
  *	- Every access to a partition's buckets, entries and counters holds that
  *	  partition's LWLock; exclusively to change anything (every decision
  *	  changes its entry), shared to read.
- *	- A call holding partition locks takes another partition's lock only
- *	  with LWLockConditionalAcquire (to evict a pool-block holder there): it
- *	  never waits for one, so it cannot deadlock.
+ *	- A call holds one partition lock, or (rl_allow_all) several, taken in
+ *	  ascending order, so that two calls cannot deadlock.
  *	- The pool's free list and counters are protected by the pool spinlock,
  *	  held only to pop or push a chain.  Blocks reachable from an entry
  *	  belong to that entry's partition and are covered by its LWLock.
@@ -53,8 +52,9 @@
  *	  claim, pin or hand over an owner slot and shared to list owners; it is
  *	  never taken while a partition lock is held.  What an owner holds is
  *	  kept in atomic counters, changed under the partition lock of the entry
- *	  concerned and read without a lock (shares are a heuristic; an owner
- *	  slot is only handed over once nothing counts on it).
+ *	  concerned and read without a lock (a cap is taken by an atomic add
+ *	  checked afterwards; an owner slot is only handed over once nothing
+ *	  counts on it).
  *	- A waiter record (RlSlotWaiter) is written, by its backend or by one
  *	  handing it a slot, under the partition lock of the entry it names;
  *	  a backend's latch may be set under a partition lock.
@@ -69,8 +69,9 @@
  * delayed between reading the clock and taking the lock, or replaying
  * events with "at", must still find a key it could use): the work is
  * bounded per call and there is never a pass over the whole store.
- * When nothing can be freed or evicted the call gets RL_NO_ROOM and the
- * dispatcher applies ratelimit.fail_mode.
+ * No live entry is ever evicted: when nothing can be freed, or the call's
+ * role or database holds its cap (store_owner.c), the call gets RL_NO_ROOM
+ * and the dispatcher applies ratelimit.fail_mode.
  *
  *-------------------------------------------------------------------------
  */
@@ -89,15 +90,11 @@
 #define RL_TRANCHE			"ratelimit"
 #define RL_KEYS_PER_PARTITION_MIN 256
 
-/*
- * The pool's reserve: an owner at or over its fair share of the pool may
- * not take the last 1/16 of it, which stays for owners under theirs.
- */
-#define RL_POOL_RESERVE_DIV	16
-
 int			rl_max_keys = 100000;
 int			rl_pool_size = 16384;	/* kB */
 int			rl_max_owners = 1024;
+int			rl_role_share = 50;
+int			rl_database_share = 75;
 
 RlStoreHeader *rl_store = NULL;
 LWLockPadded *rl_locks;
@@ -133,11 +130,27 @@ rl_store_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("ratelimit.max_owners",
-							"Number of (database, role) owners whose shares of the store are kept apart.",
+							"Number of (database, role) owners whose holdings of the store are counted apart.",
 							"Owners beyond it share an overflow owner per database (see docs/design.md).",
 							&rl_max_owners,
 							1024, 16, 65535,
 							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("ratelimit.role_share",
+							"Percentage of the store's keys, and of its pool, that one role may hold across databases.",
+							"A call that needs a new key past it is decided by fail_mode.",
+							&rl_role_share,
+							50, 1, 100,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("ratelimit.database_share",
+							"Percentage of the store's keys, and of its pool, that one database may hold.",
+							"A call that needs a new key past it is decided by fail_mode.",
+							&rl_database_share,
+							75, 1, 100,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 }
 
@@ -235,7 +248,6 @@ rl_store_startup(void)
 	rl_store->nparts = nparts;
 	rl_store->per_part = per_part;
 	rl_store->nblocks = nblocks;
-	rl_store->pool_reserve = nblocks / RL_POOL_RESERVE_DIV;
 	rl_store->nowners = rl_max_owners;
 	rl_store->nwaiters = MaxBackends;
 	for (i = 0; i < MaxBackends; i++)
@@ -247,8 +259,8 @@ rl_store_startup(void)
 		for (j = 0; j < RL_HOLDS_SHOWN; j++)
 			rl_waiters[i].holds[j].entry = RL_NIL;
 	}
-	pg_atomic_init_u32(&rl_store->entry_dbs, 0);
-	pg_atomic_init_u32(&rl_store->block_dbs, 0);
+	pg_atomic_init_u64(&rl_store->refused_role, 0);
+	pg_atomic_init_u64(&rl_store->refused_database, 0);
 	SpinLockInit(&rl_store->pool_lock);
 	rl_store->pool_free = nblocks > 0 ? 0 : RL_NIL;
 	rl_store->pool_nfree = nblocks;
@@ -264,18 +276,17 @@ rl_store_startup(void)
 		pg_atomic_init_u32(&o->pins, 0);
 		pg_atomic_init_u32(&o->entries, 0);
 		pg_atomic_init_u32(&o->blocks, 0);
-		pg_atomic_init_u32(&o->entry_owners, 0);
-		pg_atomic_init_u32(&o->block_owners, 0);
 		pg_atomic_init_u32(&o->db_entries, 0);
 		pg_atomic_init_u32(&o->db_blocks, 0);
-		pg_atomic_init_u64(&o->hint, 0);
-		pg_atomic_init_u64(&o->evicted, 0);
+		pg_atomic_init_u32(&o->role_entries, 0);
+		pg_atomic_init_u32(&o->role_blocks, 0);
 		pg_atomic_init_u64(&o->refused, 0);
 	}
 	rl_owner_slots[RL_OWNER_OVERFLOW].dbid = InvalidOid;
 	rl_owner_slots[RL_OWNER_OVERFLOW].roleid = InvalidOid;
 	rl_owner_slots[RL_OWNER_OVERFLOW].in_use = true;
 	rl_owner_slots[RL_OWNER_OVERFLOW].db = RL_OWNER_OVERFLOW;
+	rl_owner_slots[RL_OWNER_OVERFLOW].role = RL_OWNER_OVERFLOW;
 
 	for (i = 0; i < nparts; i++)
 	{
@@ -288,7 +299,6 @@ rl_store_startup(void)
 		part->used = 0;
 		part->incarnations = 0;
 		part->reclaimed = 0;
-		part->evicted = 0;
 		part->refused = 0;
 		for (j = 0; j < per_part; j++)
 		{

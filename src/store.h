@@ -13,10 +13,15 @@
 /* the engine (engine.h), store.c */
 extern const RlEngine rl_store_engine;
 
-/* its settings: ratelimit.max_keys, pool_size, max_owners */
+/*
+ * its settings: ratelimit.max_keys, pool_size, max_owners, role_share,
+ * database_share
+ */
 extern int	rl_max_keys;
 extern int	rl_pool_size;
 extern int	rl_max_owners;
+extern int	rl_role_share;
+extern int	rl_database_share;
 
 extern void rl_store_init(void);
 extern void rl_store_request(void);

@@ -15,6 +15,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "utils/syscache.h"
 
 #include "store_int.h"
 
@@ -84,6 +85,101 @@ rl_store_reset_all(Oid dbid)
 	return dropped;
 }
 
+/* qsort and bsearch of OIDs */
+static int
+oid_cmp(const void *a, const void *b)
+{
+	Oid			x = *(const Oid *) a;
+	Oid			y = *(const Oid *) b;
+
+	return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/*
+ * The distinct databases of the partition's entries, added to the sorted
+ * set dbs (of *n, room for *cap, grown in the current memory context).
+ * Copied under the partition's shared lock into buf (per_part OIDs).
+ */
+static Oid *
+partition_databases(int partno, Oid *buf, Oid *dbs, int *n, int *cap)
+{
+	uint32		base = (uint32) partno * rl_store->per_part;
+	int			got = 0;
+	int			i;
+	uint32		j;
+
+	LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+	for (j = 0; j < rl_store->per_part; j++)
+		if (rl_entries[base + j].flags & RL_ENTRY_USED)
+			buf[got++] = rl_entries[base + j].dbid;
+	LWLockRelease(&rl_locks[partno].lock);
+
+	for (i = 0; i < got; i++)
+	{
+		if (bsearch(&buf[i], dbs, *n, sizeof(Oid), oid_cmp) != NULL)
+			continue;
+		if (*n == *cap)
+		{
+			*cap *= 2;
+			dbs = repalloc(dbs, sizeof(Oid) * *cap);
+		}
+		dbs[(*n)++] = buf[i];
+		qsort(dbs, *n, sizeof(Oid), oid_cmp);
+	}
+	return dbs;
+}
+
+/*
+ * Drop the entries of databases that do not exist: dropped ones, whose
+ * keys only idleness would free otherwise, and those a forged state file
+ * named (the postmaster cannot read the catalog when it loads the file).
+ * The databases of the entries are collected partition by partition
+ * under shared locks, looked up in pg_database with no lock held, and the
+ * entries of those that do not exist are dropped under each partition's
+ * exclusive lock.  In a transaction.  Returns the number dropped.
+ */
+int64
+rl_store_drop_gone(void)
+{
+	Oid		   *buf = palloc(sizeof(Oid) * rl_store->per_part);
+	int			cap = 16;
+	int			n = 0;
+	Oid		   *dbs = palloc(sizeof(Oid) * cap);
+	int			ngone = 0;
+	int64		dropped = 0;
+	int			partno;
+	int			i;
+
+	for (partno = 0; partno < rl_store->nparts; partno++)
+		dbs = partition_databases(partno, buf, dbs, &n, &cap);
+	for (i = 0; i < n; i++)
+		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i])))
+			dbs[ngone++] = dbs[i];	/* stays sorted */
+
+	for (partno = 0; ngone > 0 && partno < rl_store->nparts; partno++)
+	{
+		uint32		base = (uint32) partno * rl_store->per_part;
+		uint32		j;
+
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		for (j = 0; j < rl_store->per_part; j++)
+		{
+			RlEntry    *e = &rl_entries[base + j];
+
+			if ((e->flags & RL_ENTRY_USED) &&
+				bsearch(&e->dbid, dbs, ngone, sizeof(Oid), oid_cmp) != NULL)
+			{
+				rl_store_remove(partno, e);
+				dropped++;
+			}
+		}
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	pfree(buf);
+	pfree(dbs);
+	return dropped;
+}
+
 /* An item of rl_store_info. */
 static void
 item(RlInfoItem *items, int *n, const char *name, RlInfoType type,
@@ -99,17 +195,19 @@ item(RlInfoItem *items, int *n, const char *name, RlInfoType type,
 }
 
 /*
- * engine info: store-wide figures (rl_store_info); each partition is read
- * under its shared lock, the owners' counters without a lock.
+ * engine info: store-wide figures (rl_store_info, rl_store_shares); each
+ * partition is read under its shared lock, the owners' counters without a
+ * lock.  The most a role, and a database, holds of the keys and of the
+ * pool are read from their records.
  */
 int
 rl_store_figures(RlInfoItem *items)
 {
 	int64		used = 0;
 	int64		reclaimed = 0;
-	int64		evicted = 0;
 	int64		refused = 0;
 	int64		pool_used;
+	uint32		most[2][2] = {{0, 0}, {0, 0}};	/* [database][blocks] */
 	int			owners = 0;
 	int			n = 0;
 	int			partno;
@@ -122,7 +220,6 @@ rl_store_figures(RlInfoItem *items)
 		LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
 		used += part->used;
 		reclaimed += part->reclaimed;
-		evicted += part->evicted;
 		refused += part->refused;
 		LWLockRelease(&rl_locks[partno].lock);
 	}
@@ -130,9 +227,17 @@ rl_store_figures(RlInfoItem *items)
 	pool_used = rl_store->nblocks - rl_store->pool_nfree;
 	SpinLockRelease(&rl_store->pool_lock);
 	for (i = 0; i < rl_store->nowners; i++)
+	{
+		RlOwner    *o = &rl_owner_slots[i];
+
 		if (rl_owner_held((uint16) i, false) > 0 ||
 			rl_owner_held((uint16) i, true) > 0)
 			owners++;
+		most[0][0] = Max(most[0][0], pg_atomic_read_u32(&o->role_entries));
+		most[0][1] = Max(most[0][1], pg_atomic_read_u32(&o->role_blocks));
+		most[1][0] = Max(most[1][0], pg_atomic_read_u32(&o->db_entries));
+		most[1][1] = Max(most[1][1], pg_atomic_read_u32(&o->db_blocks));
+	}
 
 	item(items, &n, "capacity", RL_INFO_BIGINT,
 		 (int64) rl_store->nparts * rl_store->per_part);
@@ -142,8 +247,25 @@ rl_store_figures(RlInfoItem *items)
 	item(items, &n, "reclaimed", RL_INFO_BIGINT, reclaimed);
 	item(items, &n, "refused", RL_INFO_BIGINT, refused);
 	item(items, &n, "partitions", RL_INFO_INTEGER, rl_store->nparts);
-	item(items, &n, "evicted", RL_INFO_BIGINT, evicted);
 	item(items, &n, "owners", RL_INFO_INTEGER, owners);
+	item(items, &n, "role_share", RL_INFO_INTEGER, rl_role_share);
+	item(items, &n, "database_share", RL_INFO_INTEGER, rl_database_share);
+	item(items, &n, "role_keys_cap", RL_INFO_BIGINT,
+		 (int64) rl_owner_cap(false, false));
+	item(items, &n, "database_keys_cap", RL_INFO_BIGINT,
+		 (int64) rl_owner_cap(false, true));
+	item(items, &n, "role_pool_blocks_cap", RL_INFO_BIGINT,
+		 (int64) rl_owner_cap(true, false));
+	item(items, &n, "database_pool_blocks_cap", RL_INFO_BIGINT,
+		 (int64) rl_owner_cap(true, true));
+	item(items, &n, "top_role_keys", RL_INFO_BIGINT, most[0][0]);
+	item(items, &n, "top_role_pool_blocks", RL_INFO_BIGINT, most[0][1]);
+	item(items, &n, "top_database_keys", RL_INFO_BIGINT, most[1][0]);
+	item(items, &n, "top_database_pool_blocks", RL_INFO_BIGINT, most[1][1]);
+	item(items, &n, "refused_role", RL_INFO_BIGINT,
+		 (int64) pg_atomic_read_u64(&rl_store->refused_role));
+	item(items, &n, "refused_database", RL_INFO_BIGINT,
+		 (int64) pg_atomic_read_u64(&rl_store->refused_database));
 	return n;
 }
 
@@ -155,7 +277,8 @@ rl_store_max_owners(void)
 
 /*
  * Copy out the owners that hold something or counted something (out has
- * room for rl_store_max_owners()); returns how many.  Under the owner
+ * room for rl_store_max_owners()), each with what its role holds in every
+ * database and what its database holds; returns how many.  Under the owner
  * lock, shared.
  */
 int
@@ -168,6 +291,8 @@ rl_store_owners(RlOwnerImage *out)
 	for (i = 0; i < rl_store->nowners; i++)
 	{
 		RlOwner    *o = &rl_owner_slots[i];
+		RlOwner    *db = &rl_owner_slots[o->db];
+		RlOwner    *role = &rl_owner_slots[o->role];
 		RlOwnerImage *img = &out[n];
 
 		if (!o->in_use)
@@ -176,10 +301,12 @@ rl_store_owners(RlOwnerImage *out)
 		img->roleid = o->roleid;
 		img->keys = pg_atomic_read_u32(&o->entries);
 		img->pool_blocks = pg_atomic_read_u32(&o->blocks);
-		img->evicted = (int64) pg_atomic_read_u64(&o->evicted);
 		img->refused = (int64) pg_atomic_read_u64(&o->refused);
-		if (img->keys > 0 || img->pool_blocks > 0 || img->evicted > 0 ||
-			img->refused > 0)
+		img->role_keys = pg_atomic_read_u32(&role->role_entries);
+		img->role_pool_blocks = pg_atomic_read_u32(&role->role_blocks);
+		img->database_keys = pg_atomic_read_u32(&db->db_entries);
+		img->database_pool_blocks = pg_atomic_read_u32(&db->db_blocks);
+		if (img->keys > 0 || img->pool_blocks > 0 || img->refused > 0)
 			n++;
 	}
 	LWLockRelease(owner_lock());
@@ -282,8 +409,9 @@ rl_store_images(void (*fn) (const RlEntryImage *img, void *arg), void *arg)
 
 /*
  * engine restore: put back an entry saved by rl_store_images, checked by
- * the caller, with its owner.  Only for the postmaster at startup, when no
- * backend runs: takes no lock, and evicts nothing.
+ * the caller, with its owner, within the caps of the owner's role and
+ * database as a call would be.  Only for the postmaster at startup, when
+ * no backend runs: takes no lock.
  */
 RlRestore
 rl_store_restore(const RlEntryImage *img)
@@ -305,9 +433,9 @@ rl_store_restore(const RlEntryImage *img)
 		return RL_RESTORE_DUPLICATE;
 	rl_store_call_init(&call, (uint16) rl_owner_claim(img->owner_dbid,
 													 img->owner_roleid));
-	call.restoring = true;
 	call.partno = slot.partno;
-	e = rl_store_create(slot, &req, PG_INT64_MIN, &call);
+	call.before = PG_INT64_MIN;
+	e = rl_store_create(slot, &req, &call);
 	if (e == NULL)
 		return RL_RESTORE_NO_ROOM;
 	e->last = img->saved.last;
@@ -333,7 +461,6 @@ rl_store_restore(const RlEntryImage *img)
 			}
 			(void) rl_log_append(&e->st.log, &chain, entry->time,
 								 entry->cost);
-			rl_store_blocks_changed(e, 1);
 		}
 	}
 	return RL_RESTORED;

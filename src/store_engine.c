@@ -10,13 +10,24 @@
  * decide on the entry's state (lending the pool to a log), records the
  * latest time and idle time, and releases the lock.  Nothing under the
  * lock allocates, raises or waits for I/O (store.c has the locking
- * contract).
+ * contract).  A call that found no room says why in a WARNING once the
+ * lock is released (at most one a minute per backend).
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "miscadmin.h"
+
 #include "store_int.h"
+
+/* at most one warning of a call without room per backend and interval */
+#define RL_NO_ROOM_WARN_INTERVAL	(60 * USECS_PER_SEC)
+
+/* how often a backend may look for entries of databases that are gone */
+#define RL_DROP_GONE_INTERVAL		(10 * USECS_PER_SEC)
 
 /* Lock a partition for the call (exclusively), remembering it. */
 static void
@@ -56,7 +67,6 @@ entry_decide(RlEntry *e, bool fresh, int64 t, const RlParams *p,
 		/* it must append to a full tail: again, with a block */
 		ok = fn(&e->st, false, t, e->last, p, out, &chain);
 		Assert(ok && chain.spare == RL_NIL && chain.nfreed == 0);
-		rl_store_blocks_changed(e, 1);
 	}
 	return ok;
 }
@@ -107,6 +117,7 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	RlEntry    *e;
 
 	call->partno = slot.partno;
+	call->before = Min(now, t) - RL_RECLAIM_MARGIN;
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e != NULL)
 	{
@@ -119,8 +130,7 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	}
 	else if (req->params.cost <= 0)
 		fresh_decide(req, t, out);
-	else if ((e = rl_store_create(slot, req, Min(now, t) - RL_RECLAIM_MARGIN,
-								  call)) == NULL)
+	else if ((e = rl_store_create(slot, req, call)) == NULL)
 		status = RL_NO_ROOM;
 	else
 	{
@@ -135,6 +145,10 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	call->busy = NULL;
 	if (status == RL_NO_ROOM)
 	{
+		if (call->refusal == RL_REFUSED_ROLE)
+			pg_atomic_fetch_add_u64(&rl_store->refused_role, 1);
+		else if (call->refusal == RL_REFUSED_DATABASE)
+			pg_atomic_fetch_add_u64(&rl_store->refused_database, 1);
 		rl_store->parts[slot.partno].d.refused++;
 		pg_atomic_fetch_add_u64(&rl_owner_slots[call->owner].refused, 1);
 		receipt->engine = RL_ENGINE_NONE;
@@ -172,6 +186,107 @@ refund_locked(const RlRequest *req, RlSlot slot, const RlReceipt *r)
 }
 
 /*
+ * Say why a call of this backend found no room (its fail_mode decided), at
+ * most once per interval: which cap, or that the store is full.  After
+ * the partition locks are released; now is the real clock.
+ */
+static void
+warn_no_room(const RlCall *call, int64 now)
+{
+	static int64 last_warned = PG_INT64_MIN;
+	const char *what = call->refused_blocks ? "pool blocks" : "keys";
+	uint64		cap;
+
+	if (call->refusal == RL_REFUSED_NONE ||
+		(last_warned != PG_INT64_MIN &&
+		 now < last_warned + RL_NO_ROOM_WARN_INTERVAL && now >= last_warned))
+		return;
+	last_warned = now;
+	switch (call->refusal)
+	{
+		case RL_REFUSED_ROLE:
+			cap = rl_owner_cap(call->refused_blocks, false);
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("ratelimit: role \"%s\" holds its share of the store's %s",
+							GetUserNameFromId(GetUserId(), false), what),
+					 errdetail("One role may hold %d%% of them across databases (%llu), set by \"ratelimit.role_share\"; a call that needs more is decided by its fail_mode.",
+							   rl_role_share, (unsigned long long) cap),
+					 errhint("Raise \"ratelimit.role_share\", \"ratelimit.max_keys\" or \"ratelimit.pool_size\", or use fewer keys or shorter windows.")));
+			break;
+		case RL_REFUSED_DATABASE:
+			cap = rl_owner_cap(call->refused_blocks, true);
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("ratelimit: database \"%s\" holds its share of the store's %s",
+							get_database_name(MyDatabaseId), what),
+					 errdetail("One database may hold %d%% of them (%llu), set by \"ratelimit.database_share\"; a call that needs more is decided by its fail_mode.",
+							   rl_database_share, (unsigned long long) cap),
+					 errhint("Raise \"ratelimit.database_share\", \"ratelimit.max_keys\" or \"ratelimit.pool_size\", or use fewer keys or shorter windows.")));
+			break;
+		default:
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("ratelimit: the store has no room for more %s",
+							what),
+					 errdetail("Every entry holds a key that is not idle yet; a call that needs a new one is decided by its fail_mode."),
+					 errhint("Raise \"%s\".",
+							 call->refused_blocks ? "ratelimit.pool_size" :
+							 "ratelimit.max_keys")));
+			break;
+	}
+}
+
+/*
+ * May this backend look for entries of databases that are gone, now?  At
+ * most once per interval (the look reads every entry and the catalog),
+ * and only in a transaction.
+ */
+static bool
+may_drop_gone(int64 now)
+{
+	static int64 last_look = PG_INT64_MIN;
+
+	if (!IsTransactionState() ||
+		(last_look != PG_INT64_MIN && now >= last_look &&
+		 now < last_look + RL_DROP_GONE_INTERVAL))
+		return false;
+	last_look = now;
+	return true;
+}
+
+/*
+ * Decide (or charge) one request under its partition's lock, taken and
+ * released here.  A request without room first drops the entries of
+ * databases that are gone, if this backend may look now, and is tried
+ * again; still without room, its WARNING is given, outside the lock.
+ */
+static RlStatus
+decide_unlocked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
+				RlOutcome *out, RlReceipt *receipt, bool charge)
+{
+	RlStatus	status;
+
+	call_lock(call, slot.partno);
+	status = decide_locked(req, slot, now, call, out, receipt, charge);
+	LWLockRelease(&rl_locks[slot.partno].lock);
+	if (unlikely(status == RL_NO_ROOM))
+	{
+		/* entries of databases that are gone hold room: drop them, again */
+		if (call->refusal == RL_REFUSED_FULL && may_drop_gone(now) &&
+			rl_store_drop_gone() > 0)
+		{
+			call_lock(call, slot.partno);
+			status = decide_locked(req, slot, now, call, out, receipt, charge);
+			LWLockRelease(&rl_locks[slot.partno].lock);
+		}
+		if (status == RL_NO_ROOM)
+			warn_no_room(call, now);
+	}
+	return status;
+}
+
+/*
  * engine decide: one request against the shared-memory state.  "now" is
  * the real clock, read by the caller before any lock: it is the call's
  * time unless "at" was given, and the time reclaim compares idle_at with.
@@ -184,13 +299,9 @@ store_decide(const RlRequest *req, int64 now, RlOutcome *out,
 	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
 									 req->keylen);
 	RlCall		call;
-	RlStatus	status;
 
 	rl_store_call_init(&call, rl_owner_current(req->dbid));
-	call_lock(&call, slot.partno);
-	status = decide_locked(req, slot, now, &call, out, receipt, false);
-	LWLockRelease(&rl_locks[slot.partno].lock);
-	return status;
+	return decide_unlocked(req, slot, now, &call, out, receipt, false);
 }
 
 /*
@@ -204,13 +315,9 @@ store_charge(const RlRequest *req, int64 now, RlOutcome *out)
 									 req->keylen);
 	RlCall		call;
 	RlReceipt	unused;
-	RlStatus	status;
 
 	rl_store_call_init(&call, rl_owner_current(req->dbid));
-	call_lock(&call, slot.partno);
-	status = decide_locked(req, slot, now, &call, out, &unused, true);
-	LWLockRelease(&rl_locks[slot.partno].lock);
-	return status;
+	return decide_unlocked(req, slot, now, &call, out, &unused, true);
 }
 
 /* engine refund: see refund_locked.  Never raises. */
@@ -298,6 +405,7 @@ store_decide_all(const RlRequest *reqs, int n, int64 now,
 
 	for (i = nparts - 1; i >= 0; i--)
 		LWLockRelease(&rl_locks[partnos[i]].lock);
+	warn_no_room(&call, now);
 	return RL_OK;
 }
 

@@ -2,15 +2,15 @@
  *
  * store_entry.c
  *		The store's entries, their keys and the pool: creating an entry
- *		(making room for it: reclaim and eviction), removing one, and the
+ *		(making room for it by reclaiming idle ones), removing one, and the
  *		pool blocks of long keys and logs.
  *
  * Everything here runs under the partition lock of the entry concerned,
  * held exclusively (store.c has the locking contract): no allocation, no
  * ereport, no I/O.  The pool's spinlock is taken inside, for a handful of
- * instructions; another partition's lock only with
- * LWLockConditionalAcquire, to evict a pool-block holder there.  Who may
- * evict whom is store_owner.c's: the fair shares.
+ * instructions.  No live entry is evicted: an entry, or a block, is taken
+ * only within the caps of its owner's role and database (store_owner.c)
+ * and only if one is free or idle.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,20 +21,18 @@
 
 #include "store_int.h"
 
-static void make_room(int partno, int64 before, const RlCall *call);
+static void make_room(const RlCall *call, int scan);
 
 /* ---- the pool (spinlock held only to pop or push) ---- */
 
-/*
- * A free block, or RL_NIL; the reserve only if allowed.
- */
-uint32
-rl_store_pool_pop(bool reserve_ok)
+/* A free block, or RL_NIL. */
+static uint32
+pool_pop(void)
 {
 	uint32		block = RL_NIL;
 
 	SpinLockAcquire(&rl_store->pool_lock);
-	if (rl_store->pool_nfree > (reserve_ok ? 0 : rl_store->pool_reserve))
+	if (rl_store->pool_nfree > 0)
 	{
 		block = rl_store->pool_free;
 		rl_store->pool_free = rl_block_next[block];
@@ -86,15 +84,16 @@ key_blocks(int keylen)
 }
 
 /*
- * Copy the key into the entry, taking pool blocks (for the entry's owner)
- * for the bytes past the inline part.  Returns false (holding no block) if
- * there are not enough.
+ * Copy the key into the entry, taking pool blocks (counted for the entry's
+ * owner) for the bytes past the inline part.  Returns false (holding no
+ * block) if it may not have enough.
  */
 static bool
 key_store(RlEntry *e, const char *key, int keylen, RlCall *call)
 {
 	int			n = Min(keylen, RL_KEY_INLINE);
 	uint32	   *link = &e->key_more;
+	int32		taken = 0;
 
 	memcpy(e->key, key, n);
 	e->keylen = keylen;
@@ -106,9 +105,11 @@ key_store(RlEntry *e, const char *key, int keylen, RlCall *call)
 		if (block == RL_NIL)
 		{
 			pool_push_chain(e->key_more);
+			rl_owner_count(e->owner, true, -taken);
 			e->key_more = RL_NIL;
 			return false;
 		}
+		taken++;
 		n = Min(keylen, RL_BLOCK_SIZE);
 		memcpy(rl_blocks[block].bytes, key, n);
 		rl_block_next[block] = RL_NIL;
@@ -147,26 +148,15 @@ rl_store_entry_blocks(const RlEntry *e)
 		(rl_algo(e->algo)->state == RL_STATE_LOG ? e->st.log.nblocks : 0);
 }
 
-/* The entry's block count changed by delta: count it for its owner. */
+/*
+ * The entry's block count changed by delta, for blocks not taken through
+ * rl_store_block_take (which counts them): blocks a log's chain handed
+ * back.  Count it for its owner.
+ */
 void
 rl_store_blocks_changed(RlEntry *e, int32 delta)
 {
-	if (delta == 0)
-		return;
 	rl_owner_count(e->owner, true, delta);
-	rl_owner_hint(e->owner, entry_index(e), rl_store_entry_blocks(e));
-}
-
-/*
- * Slots are held or waited for: the entry is never evicted (its holders
- * would lose them, its waiters their places).  An administrator's reset
- * still drops it.
- */
-bool
-rl_store_pinned(const RlEntry *e)
-{
-	return rl_algo(e->algo)->state == RL_STATE_SLOTS &&
-		!rl_slots_idle(&e->st.slots);
 }
 
 /*
@@ -200,7 +190,6 @@ rl_store_remove(int partno, RlEntry *e)
 	*link = e->next;
 
 	rl_owner_count(e->owner, true, -(int32) rl_store_entry_blocks(e));
-	rl_owner_hint(e->owner, idx, 0);
 	rl_owner_count(e->owner, false, -1);
 	pool_push_chain(e->key_more);
 	if (rl_algo(e->algo)->state == RL_STATE_LOG)
@@ -218,25 +207,59 @@ rl_store_remove(int partno, RlEntry *e)
 }
 
 /*
+ * Take an entry (or a pool block) for the owner within the caps of its
+ * role and database.  A role or database at its cap may hold entries that
+ * are idle but not reclaimed yet (reclaim runs when room is needed): the
+ * call's partition is reclaimed once, looking further than for a full
+ * partition (its idle entries may be anywhere), and the cap tried again.
+ */
+static RlRefusal
+take_capped(RlCall *call, uint16 owner, bool blocks)
+{
+	RlRefusal	why = rl_owner_take(owner, blocks, 1);
+
+	if (why != RL_REFUSED_NONE && call->before != PG_INT64_MIN)
+	{
+		make_room(call, RL_RECLAIM_SCAN_CAP);
+		why = rl_owner_take(owner, blocks, 1);
+	}
+	return why;
+}
+
+/*
  * Take a free entry for a new key of the call's owner and link it in,
- * making room if the partition is full (entries idle since before
- * "before", or an eviction).  NULL if there is no room.
+ * within the caps of the owner's role and database, reclaiming idle
+ * entries if the partition is full.  NULL if there is no room
+ * (call->refusal says why).
  */
 RlEntry *
-rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
-				RlCall *call)
+rl_store_create(RlSlot slot, const RlRequest *req, RlCall *call)
 {
 	RlPartitionData *part = &rl_store->parts[slot.partno].d;
 	uint32	   *bucket;
 	uint32		idx;
 	RlEntry    *e;
+	RlRefusal	why;
 
-	if (part->free == RL_NIL)
-		make_room(slot.partno, before, call);
-	if (part->free == RL_NIL)
+	/* the caps first: a call over one is refused for it, store full or not */
+	if ((why = take_capped(call, call->owner, false)) == RL_REFUSED_NONE)
+	{
+		if (part->free == RL_NIL && call->before != PG_INT64_MIN)
+			make_room(call, RL_RECLAIM_SCAN);
+		if (part->free == RL_NIL)
+		{
+			rl_owner_count(call->owner, false, -1);
+			why = RL_REFUSED_FULL;
+		}
+	}
+	if (why != RL_REFUSED_NONE)
+	{
+		call->refusal = why;
+		call->refused_blocks = false;
 		return NULL;
+	}
 
-	/* off the free list first: taking key blocks may evict onto it */
+	/* off the free list first: taking key blocks may reclaim onto it */
 	idx = part->free;
 	e = &rl_entries[idx];
 	part->free = e->next;
@@ -245,6 +268,7 @@ rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
 	{
 		e->next = part->free;
 		part->free = idx;
+		rl_owner_count(call->owner, false, -1);
 		return NULL;
 	}
 	part->used++;
@@ -262,191 +286,66 @@ rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
 	bucket = rl_store_bucket(slot.partno, slot.hash);
 	e->next = *bucket;
 	*bucket = idx;
-	rl_owner_count(e->owner, false, 1);
-	rl_store_blocks_changed(e, (int32) key_blocks(e->keylen));
 	return e;
 }
 
-/* ---- reclaim and eviction (under the calling partition lock) ---- */
-
-/* Drop a live entry to make room for an owner under its share. */
-static void
-entry_evict(int partno, RlEntry *e)
-{
-	rl_store->parts[partno].d.evicted++;
-	pg_atomic_fetch_add_u64(&rl_owner_slots[e->owner].evicted, 1);
-	rl_store_remove(partno, e);
-}
+/* ---- reclaim (under the calling partition lock) ---- */
 
 /*
- * Make room in a full partition: free the entries idle since before
- * "before" ahead of the clock hand, looking at a bounded number of them.
- * If none is idle and the call's owner holds less than its fair share of
- * the entries, evict the entry closest to idle among those looked at whose
- * owners hold more than theirs (its state is the nearest to a new key's).
+ * Reclaim in the call's partition: free the entries idle since before the
+ * call's reclaim time ahead of the clock hand, looking at up to "scan" of
+ * them (and the whole partition at most), but for the entry the call is
+ * deciding.  A live entry is never dropped, whoever asks.
  */
 static void
-make_room(int partno, int64 before, const RlCall *call)
+make_room(const RlCall *call, int scan)
 {
+	int			partno = call->partno;
+	int64		before = call->before;
 	RlPartitionData *part = &rl_store->parts[partno].d;
 	uint32		base = (uint32) partno * rl_store->per_part;
-	RlShares	sh;
-	bool		may_evict;
-	RlEntry    *candidate = NULL;
 	int			scanned;
 	int			freed = 0;
 
-	rl_owner_shares(&sh, call->owner, false);
-	may_evict = !call->restoring && rl_owner_under(&sh, call->owner);
-	for (scanned = 0; scanned < RL_RECLAIM_SCAN && freed < RL_RECLAIM_FREE;
-		 scanned++)
+	scan = (int) Min((uint32) scan, rl_store->per_part);
+	for (scanned = 0; scanned < scan && freed < RL_RECLAIM_FREE; scanned++)
 	{
 		RlEntry    *e = &rl_entries[base + part->hand];
 
 		if (++part->hand == rl_store->per_part)
 			part->hand = 0;
-		if (!(e->flags & RL_ENTRY_USED))
-			continue;
-		if (e->idle_at <= before)
+		if ((e->flags & RL_ENTRY_USED) && e->idle_at <= before &&
+			e != call->busy)
 		{
 			rl_store_remove(partno, e);
 			freed++;
 		}
-		else if (may_evict && e != call->busy && !rl_store_pinned(e) &&
-				 (candidate == NULL || e->idle_at < candidate->idle_at) &&
-				 rl_owner_evictable(&sh, e->owner))
-			candidate = e;
 	}
 	part->reclaimed += freed;
-	if (freed == 0 && candidate != NULL)
-		entry_evict(partno, candidate);
 }
 
 /*
- * Evict the block holder the owner's hint names, if it is still one of the
- * owner's and not the entry being decided.  Its partition lock is taken
- * only if it is free at once, unless the call holds it already.  Returns
- * whether an entry was evicted.
- */
-static bool
-evict_hinted(const RlCall *call, uint16 owner)
-{
-	uint64		hint = pg_atomic_read_u64(&rl_owner_slots[owner].hint);
-	uint32		idx;
-	int			partno;
-	RlEntry    *e;
-	bool		locked = false;
-	bool		evicted = false;
-
-	if (hint == 0)
-		return false;
-	idx = HINT_ENTRY(hint);
-	partno = (int) (idx / rl_store->per_part);
-	e = &rl_entries[idx];
-	if (!call_holds(call, partno))
-	{
-		if (!LWLockConditionalAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE))
-			return false;
-		locked = true;
-	}
-	if ((e->flags & RL_ENTRY_USED) && e->owner == owner && e != call->busy &&
-		rl_store_entry_blocks(e) > 0 && !rl_store_pinned(e))
-	{
-		entry_evict(partno, e);
-		evicted = true;
-	}
-	if (locked)
-		LWLockRelease(&rl_locks[partno].lock);
-	return evicted;
-}
-
-/*
- * Evict the entry with the most pool blocks, of an owner whose blocks may
- * be evicted, among the entries the clock hand of the call's partition
- * looks at next.  Returns whether an entry was evicted.
- */
-static bool
-evict_nearby(const RlCall *call, const RlShares *sh)
-{
-	RlPartitionData *part = &rl_store->parts[call->partno].d;
-	uint32		base = (uint32) call->partno * rl_store->per_part;
-	uint32		pos = part->hand;
-	RlEntry    *best = NULL;
-	uint32		best_blocks = 0;
-	int			n;
-
-	for (n = 0; n < RL_RECLAIM_SCAN && n < (int) rl_store->per_part; n++)
-	{
-		RlEntry    *e = &rl_entries[base + pos];
-		uint32		blocks;
-
-		if (++pos == rl_store->per_part)
-			pos = 0;
-		if (!(e->flags & RL_ENTRY_USED) || e == call->busy ||
-			rl_store_pinned(e))
-			continue;
-		blocks = rl_store_entry_blocks(e);
-		if (blocks > best_blocks && rl_owner_evictable(sh, e->owner))
-		{
-			best = e;
-			best_blocks = blocks;
-		}
-	}
-	if (best == NULL)
-		return false;
-	entry_evict(call->partno, best);
-	return true;
-}
-
-/*
- * The pool is empty and an owner under its fair share needs a block: evict
- * a block holder of the evictable owner holding most blocks, the one its
- * hint names, or else one near the call's partition's hand.  Returns
- * whether blocks were freed.
- */
-static bool
-block_evict(const RlCall *call, const RlShares *sh)
-{
-	int			best = -1;
-	uint32		best_held = 0;
-	int			i;
-
-	for (i = 0; i < rl_store->nowners; i++)
-	{
-		uint32		held = rl_owner_held((uint16) i, true);
-
-		if (held > best_held &&
-			pg_atomic_read_u64(&rl_owner_slots[i].hint) != 0 &&
-			rl_owner_evictable(sh, (uint16) i))
-		{
-			best = i;
-			best_held = held;
-		}
-	}
-	if (best >= 0 && evict_hinted(call, (uint16) best))
-		return true;
-	return evict_nearby(call, sh);
-}
-
-/*
- * A free pool block for an entry of the given owner, or RL_NIL.  An owner
- * at or over its fair share of the pool may not take the reserve; one
- * under it may, and if the pool is empty it evicts a block holder of an
- * owner over its share.  Restoring takes any free block.
+ * A free pool block for an entry of the given owner, counted for it, or
+ * RL_NIL (call->refusal says why): within the caps of the owner's role and
+ * database, if the pool has one free.
  */
 uint32
 rl_store_block_take(RlCall *call, uint16 owner)
 {
-	RlShares	sh;
-	bool		under;
-	uint32		block;
+	uint32		block = pool_pop();
+	RlRefusal	why = RL_REFUSED_POOL;
 
-	if (call->restoring)
-		return rl_store_pool_pop(true);
-	rl_owner_shares(&sh, owner, true);
-	under = rl_owner_under(&sh, owner);
-	block = rl_store_pool_pop(under);
-	if (block == RL_NIL && under && block_evict(call, &sh))
-		block = rl_store_pool_pop(true);
+	/* a full pool first: a cap refuses only what the pool could give */
+	if (block != RL_NIL &&
+		(why = take_capped(call, owner, true)) != RL_REFUSED_NONE)
+	{
+		rl_store_pool_push(block, block, 1);
+		block = RL_NIL;
+	}
+	if (block == RL_NIL)
+	{
+		call->refusal = why;
+		call->refused_blocks = true;
+	}
 	return block;
 }

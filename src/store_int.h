@@ -23,9 +23,13 @@
 #define RL_MAX_PARTITIONS	128
 #define RL_KEY_INLINE		50
 
-/* reclaim: entries looked at, and freed at most, by one inserting call */
+/*
+ * reclaim: entries looked at, and freed at most, by one inserting call;
+ * looked at when a cap refuses (the role's idle entries may be anywhere)
+ */
 #define RL_RECLAIM_SCAN		256
 #define RL_RECLAIM_FREE		32
+#define RL_RECLAIM_SCAN_CAP	4096
 
 /*
  * An entry is reclaimed only once it has been idle this long (us) before
@@ -33,11 +37,6 @@
  * reached the lock late must still find the key's state.
  */
 #define RL_RECLAIM_MARGIN	(10 * USECS_PER_SEC)
-
-/* an owner's hint (RlOwner.hint): one of its entries and its block count */
-#define HINT_MAKE(idx, n)	((((uint64) (idx) + 1) << 32) | (uint64) (n))
-#define HINT_ENTRY(h)		((uint32) ((h) >> 32) - 1)
-#define HINT_BLOCKS(h)		((uint32) (h))
 
 /* RlEntry.flags */
 #define RL_ENTRY_USED		0x01
@@ -73,7 +72,6 @@ typedef struct RlPartitionData
 	uint32		used;
 	uint32		incarnations;	/* the latest incarnation given out */
 	uint64		reclaimed;
-	uint64		evicted;
 	uint64		refused;
 } RlPartitionData;
 
@@ -85,11 +83,15 @@ typedef union RlPartition
 } RlPartition;
 
 /*
- * An owner: (database, role).  The slot (database, InvalidOid) is the
- * database's record: it counts the database's owners holding entries or
- * blocks, and is also the owner its roles share when the table is full.
- * Slot 0, (InvalidOid, InvalidOid), is both for the store.  dbid, roleid,
- * in_use, db and members change under the owner lock; counters are atomic.
+ * An owner: (database, role), the role whose call created an entry.  Two
+ * kinds of record sum what owners hold, for the caps (store_owner.c): the
+ * slot (database, InvalidOid) is the database's record, which is also the
+ * owner its roles share when the table is full; the slot (InvalidOid,
+ * role) is the role's record, across databases.  An owner without a role
+ * (a database's record, and slot 0) is its own role record.  Slot 0,
+ * (InvalidOid, InvalidOid), is the store's: the owner of last resort.
+ * dbid, roleid, in_use, db, role and members change under the owner lock;
+ * counters are atomic.
  */
 typedef struct RlOwner
 {
@@ -97,19 +99,18 @@ typedef struct RlOwner
 	Oid			roleid;
 	bool		in_use;
 	uint16		db;				/* the slot of its database's record */
-	int			members;		/* a record: role slots of its database */
+	uint16		role;			/* the slot of its role's record */
+	int			members;		/* a record: owner slots that name it */
 	pg_atomic_uint32 pins;		/* backends that cache this slot */
-	pg_atomic_uint32 entries;
+	pg_atomic_uint32 entries;	/* what the owner holds */
 	pg_atomic_uint32 blocks;
-	pg_atomic_uint32 entry_owners;	/* a record: its database's owners
-									 * holding entries */
-	pg_atomic_uint32 block_owners;	/* ... holding pool blocks */
-	pg_atomic_uint32 db_entries;	/* a record: its database's entries */
-	pg_atomic_uint32 db_blocks;	/* ... and pool blocks */
-	pg_atomic_uint64 hint;		/* one of its block holders: (entry + 1) <<
-								 * 32 | its blocks; 0 if none known */
-	pg_atomic_uint64 evicted;
-	pg_atomic_uint64 refused;
+	pg_atomic_uint32 db_entries;	/* a database's record: what its
+									 * owners hold */
+	pg_atomic_uint32 db_blocks;
+	pg_atomic_uint32 role_entries;	/* a role's record: what its owners
+									 * hold, in every database */
+	pg_atomic_uint32 role_blocks;
+	pg_atomic_uint64 refused;	/* its calls refused for want of room */
 } RlOwner;
 
 /* slots a backend holds whose times rl_slots sees (the first so many) */
@@ -138,16 +139,25 @@ typedef struct RlSlotWaiter
 	RlSlotHold	holds[RL_HOLDS_SHOWN];
 } RlSlotWaiter;
 
+/* Why a call got no room: the store (or pool) full, or a cap */
+typedef enum RlRefusal
+{
+	RL_REFUSED_NONE = 0,
+	RL_REFUSED_FULL,			/* no free entry, nothing idle to reclaim */
+	RL_REFUSED_POOL,			/* no free pool block */
+	RL_REFUSED_ROLE,			/* the role holds ratelimit.role_share */
+	RL_REFUSED_DATABASE			/* the database holds its share */
+} RlRefusal;
+
 typedef struct RlStoreHeader
 {
 	int			nparts;			/* a power of two */
 	uint32		per_part;		/* entries (and buckets) per partition */
 	uint32		nblocks;		/* pool size */
-	uint32		pool_reserve;	/* blocks left to owners under their share */
 	int			nowners;		/* owner slots */
 	int			nwaiters;		/* waiter records (PGPROC numbers) */
-	pg_atomic_uint32 entry_dbs;	/* databases whose owners hold entries */
-	pg_atomic_uint32 block_dbs; /* databases whose owners hold blocks */
+	pg_atomic_uint64 refused_role;	/* calls refused by a cap */
+	pg_atomic_uint64 refused_database;
 	slock_t		pool_lock;
 	uint32		pool_free;		/* free blocks, linked by pool_next */
 	uint32		pool_nfree;
@@ -166,16 +176,19 @@ extern rl_hidden RlSlotWaiter *rl_waiters;
 
 /*
  * What one call (or one restored entry) does in the store: whose it is,
- * which partitions it holds locked, which entry it is deciding (never
- * evicted meanwhile).
+ * which partitions it holds locked, the request in hand (its partition,
+ * the time before which entries of it may be reclaimed, the entry being
+ * decided, never reclaimed meanwhile), and why it got no room (for its
+ * warning, given once the locks are released).
  */
 typedef struct RlCall
 {
 	uint16		owner;			/* the caller's owner slot */
-	bool		restoring;		/* the postmaster loading the state file:
-								 * no eviction, no reserve */
-	int			partno;			/* partition of the request in hand */
+	int			partno;
+	int64		before;			/* PG_INT64_MIN: reclaim nothing */
 	const RlEntry *busy;
+	RlRefusal	refusal;
+	bool		refused_blocks; /* the refusal was of a pool block */
 	uint64		held[RL_MAX_PARTITIONS / 64];
 } RlCall;
 
@@ -218,13 +231,7 @@ rl_store_call_init(RlCall *call, uint16 owner)
 {
 	memset(call, 0, sizeof(*call));
 	call->owner = owner;
-}
-
-/* Does the call hold this partition's lock? */
-static inline bool
-call_holds(const RlCall *call, int partno)
-{
-	return (call->held[partno / 64] & ((uint64) 1 << (partno % 64))) != 0;
+	call->before = PG_INT64_MIN;
 }
 
 /* Where the state of (database, algorithm, key) lives. */
@@ -294,39 +301,23 @@ rl_store_find(RlSlot slot, Oid dbid, RlAlgo algo, const char *key,
 	return NULL;
 }
 
-/*
- * Fair shares of entries (or pool blocks) as seen by one call, on behalf
- * of an owner (store_owner.c).
- */
-typedef struct RlShares
-{
-	bool		blocks;
-	uint64		db_share;		/* each database's */
-	uint16		owner;			/* the owner the call acts for */
-	uint16		db;				/* its database's record */
-} RlShares;
-
 /* store_owner.c */
 extern uint16 rl_owner_current(Oid dbid);
 extern int	rl_owner_claim(Oid dbid, Oid roleid);
 extern uint32 rl_owner_held(uint16 owner, bool blocks);
 extern void rl_owner_count(uint16 owner, bool blocks, int32 delta);
-extern void rl_owner_hint(uint16 owner, uint32 idx, uint32 nblocks);
-extern void rl_owner_shares(RlShares *sh, uint16 owner, bool blocks);
-extern bool rl_owner_under(const RlShares *sh, uint16 owner);
-extern bool rl_owner_evictable(const RlShares *sh, uint16 owner);
+extern RlRefusal rl_owner_take(uint16 owner, bool blocks, uint32 n);
+extern uint64 rl_owner_cap(bool blocks, bool database);
 
 /* store_entry.c */
 extern RlEntry *rl_store_create(RlSlot slot, const RlRequest *req,
-								int64 before, RlCall *call);
+								RlCall *call);
 extern void rl_store_remove(int partno, RlEntry *e);
 extern uint32 rl_store_entry_blocks(const RlEntry *e);
 extern void rl_store_blocks_changed(RlEntry *e, int32 delta);
 extern void rl_store_pool_push(uint32 first, uint32 last, uint32 n);
-extern uint32 rl_store_pool_pop(bool reserve_ok);
 extern uint32 rl_store_block_take(RlCall *call, uint16 owner);
 extern int	rl_store_key_copy(const RlEntry *e, char *out);
-extern bool rl_store_pinned(const RlEntry *e);
 
 /* store_slots.c: the engine's slots */
 extern RlSlotResult rl_store_acquire(const RlRequest *req, RlSlotOp op,
@@ -338,6 +329,7 @@ extern int64 rl_store_held_since(const RlEntry *e);
 extern int64 rl_store_reset(Oid dbid, const char *key, int keylen,
 							bool all_algos, RlAlgo algo);
 extern int64 rl_store_reset_all(Oid dbid);
+extern int64 rl_store_drop_gone(void);
 extern int	rl_store_figures(RlInfoItem *items);
 extern bool rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img);
 extern void rl_store_images(void (*fn) (const RlEntryImage *img, void *arg),

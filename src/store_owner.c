@@ -1,25 +1,26 @@
 /*-------------------------------------------------------------------------
  *
  * store_owner.c
- *		The store's owners and their fair shares: who may take room from
- *		whom (docs/design.md, "Isolation").
+ *		The store's owners and their caps: how much of the store one role,
+ *		or one database, may hold (docs/design.md, "Isolation").
  *
  * Every entry belongs to an owner, the (database, role) whose call created
- * it, and its pool blocks count for that owner.  The capacity (entries, or
- * blocks) is split evenly between the databases whose owners hold some,
- * then between a database's owners: that is an owner's fair share.  One
- * owner may use everything while no other needs room; an owner under its
- * share that finds no room evicts what an owner over its share holds (of
- * another database, only if that database is over its part), and an owner
- * at or over its share may not take the last 1/16 of the pool.  So no
- * database or role can take the store or the pool from the others.
+ * it, and its pool blocks count for that owner.  What a role's owners hold
+ * in every database is summed in the role's record, what a database's
+ * owners hold in the database's record.  A call that needs a new entry (or
+ * pool block) for an owner whose role already holds ratelimit.role_share
+ * of the store's entries (blocks), or whose database holds
+ * ratelimit.database_share, gets none: the call has no room, and its
+ * fail_mode decides.  No live entry is ever evicted to make room (only
+ * entries whose state is back to a new key's are reclaimed), so no role
+ * can reset its own quota by filling the store, or take another's state.
  *
  * Locking contract (store.c has the whole): the owner lock, exclusive, to
  * claim, pin or hand over a slot, shared to list them, never taken while a
- * partition lock is held; what an owner holds is in atomic counters,
- * changed under the partition lock of the entry concerned and read
- * without a lock.  Which entry to evict is store_entry.c's to find, with
- * the shares computed here.
+ * partition lock is held; what an owner and a record hold is in atomic
+ * counters, changed under the partition lock of the entry concerned and
+ * read without a lock.  A cap is taken by adding first and checking the
+ * sum the add returned, so that concurrent calls never take more than it.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,33 +44,37 @@
 
 /*
  * Make slot i an owner that holds nothing, of the database whose record is
- * slot db (-1: slot i is that record).  A role slot taken over from an
- * idle owner leaves its old database.  The owner lock is held.
+ * slot db and the role whose record is slot role (-1: slot i is that
+ * record itself).  A slot taken over from an idle owner leaves its old
+ * records.  The owner lock is held.
  */
 static int
-owner_init(int i, Oid dbid, Oid roleid, int db)
+owner_init(int i, Oid dbid, Oid roleid, int db, int role)
 {
 	RlOwner    *o = &rl_owner_slots[i];
 
 	if (o->in_use && o->db != i)
 		rl_owner_slots[o->db].members--;
+	if (o->in_use && o->role != i)
+		rl_owner_slots[o->role].members--;
 	o->dbid = dbid;
 	o->roleid = roleid;
 	o->in_use = true;
 	o->db = (uint16) (db < 0 ? i : db);
+	o->role = (uint16) (role < 0 ? i : role);
 	o->members = 0;
 	if (db >= 0)
 		rl_owner_slots[db].members++;
-	pg_atomic_write_u64(&o->hint, 0);
-	pg_atomic_write_u64(&o->evicted, 0);
+	if (role >= 0)
+		rl_owner_slots[role].members++;
 	pg_atomic_write_u64(&o->refused, 0);
 	return i;
 }
 
 /*
  * Can the slot be handed to another owner?  It holds nothing, no backend
- * caches it, and (a database's record) no role slot refers to it, so
- * nothing can start counting on it: entries are created only for owners a
+ * caches it, and (a record) no owner slot names it, so nothing can start
+ * counting on it: entries are created only for owners a
  * backend has pinned (or by the postmaster at start).  The owner lock is
  * held.
  */
@@ -110,19 +115,41 @@ owner_lookup(Oid dbid, Oid roleid, int *free_slot, int *nfree)
 }
 
 /*
+ * The slot of a record, claimed if need be and if more than "keep" slots
+ * are free; -1 if none.  The owner lock is held.
+ */
+static int
+record_claim(Oid dbid, Oid roleid, int keep)
+{
+	int			free_slot;
+	int			nfree;
+	int			slot = owner_lookup(dbid, roleid, &free_slot, &nfree);
+
+	if (slot >= 0)
+		return slot;
+	if (nfree <= keep)
+		return -1;
+	return owner_init(free_slot, dbid, roleid, -1, -1);
+}
+
+/*
  * The slot for (dbid, roleid), claimed if need be, with its database's
- * record.  A role gets its own slot while more than the reserve is free;
- * otherwise it counts under its database's record (the database's
- * overflow owner), and when even the reserve is taken under the store's.
+ * and its role's records.  A role gets its own slot (and a record) while
+ * more than the reserve is free; otherwise it counts under its database's
+ * record (the database's overflow owner, which is its own role record:
+ * the roles without a slot count, in each database, as one role), and when
+ * even the reserve is taken under the store's slot.
  * The owner lock is held exclusively (or no other process runs).
  */
 int
 rl_owner_claim(Oid dbid, Oid roleid)
 {
+	int			reserve = rl_store->nowners / RL_OWNER_RESERVE_DIV;
 	int			free_slot;
 	int			nfree;
 	int			slot = owner_lookup(dbid, roleid, &free_slot, &nfree);
 	int			db;
+	int			role;
 
 	if (slot >= 0)
 		return slot;
@@ -133,18 +160,24 @@ rl_owner_claim(Oid dbid, Oid roleid)
 	{
 		if (nfree == 0)
 			return RL_OWNER_OVERFLOW;
-		db = owner_init(free_slot, dbid, InvalidOid, -1);
+		db = owner_init(free_slot, dbid, InvalidOid, -1, -1);
 	}
 	if (!OidIsValid(roleid))
 		return db;
 
-	/* the record counts as in use while the role's slot is looked for */
+	/* the records count as in use while the owner's slot is looked for */
 	rl_owner_slots[db].members++;
-	(void) owner_lookup(dbid, roleid, &free_slot, &nfree);
+	role = record_claim(InvalidOid, roleid, reserve + 1);
+	if (role >= 0)
+	{
+		rl_owner_slots[role].members++;
+		(void) owner_lookup(dbid, roleid, &free_slot, &nfree);
+		rl_owner_slots[role].members--;
+	}
 	rl_owner_slots[db].members--;
-	if (nfree <= rl_store->nowners / RL_OWNER_RESERVE_DIV)
+	if (role < 0 || nfree <= reserve)
 		return db;
-	return owner_init(free_slot, dbid, roleid, db);
+	return owner_init(free_slot, dbid, roleid, db, role);
 }
 
 typedef struct RlOwnerCached
@@ -232,132 +265,84 @@ rl_owner_held(uint16 owner, bool blocks)
 }
 
 /*
- * Add delta to a counter of holders; report whether it went from zero to
- * more (1), back to zero (-1), or neither (0).
- */
-static int
-holders_add(pg_atomic_uint32 *counter, int32 delta)
-{
-	uint32		before = pg_atomic_fetch_add_u32(counter, delta);
-
-	Assert(delta > 0 || before >= (uint32) -delta);
-	if (before == 0)
-		return 1;
-	return (int64) before + delta == 0 ? -1 : 0;
-}
-
-/*
- * Count delta more entries (or blocks) for the owner and its database, and
- * keep the number of the database's owners holding some, and of databases
- * whose owners do.  Under the partition lock of the entry concerned.
+ * Count delta more entries (or blocks) for the owner, its database and its
+ * role, without a cap (a release, or the store's own count).  Under the
+ * partition lock of the entry concerned.
  */
 void
 rl_owner_count(uint16 owner, bool blocks, int32 delta)
 {
 	RlOwner    *o = &rl_owner_slots[owner];
 	RlOwner    *db = &rl_owner_slots[o->db];
-	int			change;
+	RlOwner    *role = &rl_owner_slots[o->role];
 
 	if (delta == 0)
 		return;
+	pg_atomic_fetch_add_u32(blocks ? &o->blocks : &o->entries, delta);
 	pg_atomic_fetch_add_u32(blocks ? &db->db_blocks : &db->db_entries, delta);
-	change = holders_add(blocks ? &o->blocks : &o->entries, delta);
-	if (change != 0 &&
-		holders_add(blocks ? &db->block_owners : &db->entry_owners,
-					change) != 0)
-		holders_add(blocks ? &rl_store->block_dbs : &rl_store->entry_dbs,
-					change);
+	pg_atomic_fetch_add_u32(blocks ? &role->role_blocks : &role->role_entries,
+							delta);
 }
 
 /*
- * Fair shares of entries (or pool blocks) as seen by one call, on behalf
- * of an owner: the capacity is split evenly between the databases whose
- * owners hold some, then a database's share between its owners holding
- * some; the call's owner and its database count as holding some.
- * Splitting by database first keeps a database with many roles from
- * taking the share of the others.  Read without a lock: a heuristic.
+ * A cap: how many entries (or pool blocks) one role may hold across
+ * databases, or one database (ratelimit.role_share and
+ * ratelimit.database_share, percentages of the capacity).
  */
-void
-rl_owner_shares(RlShares *sh, uint16 owner, bool blocks)
+uint64
+rl_owner_cap(bool blocks, bool database)
 {
-	RlOwner    *db = &rl_owner_slots[rl_owner_slots[owner].db];
 	uint64		capacity = blocks ? rl_store->nblocks :
 		(uint64) rl_store->nparts * rl_store->per_part;
-	int32		ndbs = (int32) pg_atomic_read_u32(blocks ? &rl_store->block_dbs :
-												  &rl_store->entry_dbs);
 
-	if (pg_atomic_read_u32(blocks ? &db->block_owners : &db->entry_owners) == 0)
-		ndbs++;
-	sh->blocks = blocks;
-	sh->db_share = capacity / Max(ndbs, 1);
-	sh->owner = owner;
-	sh->db = rl_owner_slots[owner].db;
-}
-
-/* An owner's fair share: its database's, over the database's owners. */
-static uint64
-share_of(const RlShares *sh, uint16 owner)
-{
-	uint16		dbslot = rl_owner_slots[owner].db;
-	RlOwner    *db = &rl_owner_slots[dbslot];
-	int32		nowners = (int32) pg_atomic_read_u32(sh->blocks ?
-													 &db->block_owners :
-													 &db->entry_owners);
-
-	if (dbslot == sh->db && rl_owner_held(sh->owner, sh->blocks) == 0)
-		nowners++;
-	return sh->db_share / Max(nowners, 1);
-}
-
-/* Does the owner hold less than its fair share? */
-bool
-rl_owner_under(const RlShares *sh, uint16 owner)
-{
-	return rl_owner_held(owner, sh->blocks) < share_of(sh, owner);
+	return capacity * (uint64) (database ? rl_database_share :
+								rl_role_share) / 100;
 }
 
 /*
- * May an owner under its share evict what this owner holds?  Only if this
- * owner holds more than its own share, and, in another database, if that
- * database holds more than a database's share: an owner within its share
- * is never evicted, nor a database within its share for another's sake.
+ * Add n to a record's sum if that keeps it within the cap (a cap of the
+ * whole capacity is none: the store or the pool being full says it).  The
+ * sum is added to first and checked as the add returned it, so that calls
+ * racing in other partitions never pass a cap together.
  */
-bool
-rl_owner_evictable(const RlShares *sh, uint16 owner)
+static bool
+sum_take(pg_atomic_uint32 *sum, uint32 n, uint64 cap, uint64 capacity)
 {
-	uint16		dbslot = rl_owner_slots[owner].db;
-	RlOwner    *db = &rl_owner_slots[dbslot];
-
-	if (rl_owner_held(owner, sh->blocks) <= share_of(sh, owner))
-		return false;
-	return dbslot == sh->db ||
-		pg_atomic_read_u32(sh->blocks ? &db->db_blocks :
-						   &db->db_entries) > sh->db_share;
+	if (cap >= capacity)
+	{
+		pg_atomic_fetch_add_u32(sum, n);
+		return true;
+	}
+	if ((uint64) pg_atomic_fetch_add_u32(sum, n) + n <= cap)
+		return true;
+	pg_atomic_fetch_sub_u32(sum, n);
+	return false;
 }
 
 /*
- * Entry idx of the owner now holds nblocks pool blocks: keep the owner's
- * hint on a block holder, preferring the one with the most blocks, and
- * drop it when that entry holds none any more.  Compare-and-swap, since
- * entries of one owner change under different partition locks.
+ * Take n more entries (or pool blocks) for the owner, within the caps of
+ * its role and its database; over a cap, nothing is taken and the cap is
+ * returned.  Under the partition lock of the entry concerned.
  */
-void
-rl_owner_hint(uint16 owner, uint32 idx, uint32 nblocks)
+RlRefusal
+rl_owner_take(uint16 owner, bool blocks, uint32 n)
 {
 	RlOwner    *o = &rl_owner_slots[owner];
-	uint64		old = pg_atomic_read_u64(&o->hint);
+	RlOwner    *db = &rl_owner_slots[o->db];
+	RlOwner    *role = &rl_owner_slots[o->role];
+	pg_atomic_uint32 *role_sum = blocks ? &role->role_blocks :
+		&role->role_entries;
+	uint64		capacity = blocks ? rl_store->nblocks :
+		(uint64) rl_store->nparts * rl_store->per_part;
 
-	for (;;)
+	if (!sum_take(role_sum, n, rl_owner_cap(blocks, false), capacity))
+		return RL_REFUSED_ROLE;
+	if (!sum_take(blocks ? &db->db_blocks : &db->db_entries, n,
+				  rl_owner_cap(blocks, true), capacity))
 	{
-		uint64		new;
-
-		if (old != 0 && HINT_ENTRY(old) == idx)
-			new = nblocks > 0 ? HINT_MAKE(idx, nblocks) : 0;
-		else if (nblocks > HINT_BLOCKS(old))
-			new = HINT_MAKE(idx, nblocks);
-		else
-			return;
-		if (new == old || pg_atomic_compare_exchange_u64(&o->hint, &old, new))
-			return;
+		pg_atomic_fetch_sub_u32(role_sum, n);
+		return RL_REFUSED_DATABASE;
 	}
+	pg_atomic_fetch_add_u32(blocks ? &o->blocks : &o->entries, n);
+	return RL_REFUSED_NONE;
 }

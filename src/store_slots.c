@@ -148,9 +148,14 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e == NULL)
 	{
-		e = rl_store_create(slot, req, Min(now, t) - RL_RECLAIM_MARGIN, call);
+		call->before = Min(now, t) - RL_RECLAIM_MARGIN;
+		e = rl_store_create(slot, req, call);
 		if (e == NULL)
 		{
+			if (call->refusal == RL_REFUSED_ROLE)
+				pg_atomic_fetch_add_u64(&rl_store->refused_role, 1);
+			else if (call->refusal == RL_REFUSED_DATABASE)
+				pg_atomic_fetch_add_u64(&rl_store->refused_database, 1);
 			rl_store->parts[slot.partno].d.refused++;
 			pg_atomic_fetch_add_u64(&rl_owner_slots[call->owner].refused, 1);
 			return RL_SLOT_NO_ROOM;

@@ -1,10 +1,12 @@
-# Store isolation: an ordinary role that pins the whole store (keys with a
-# window of a century) and the whole pool (one sliding log with a huge
-# limit) cannot take them from other owners.  A victim role in another
-# database, and a neighbour role in the flooder's own database, keep exact
-# decisions for new keys, keys longer than an entry's inline part and
-# sliding logs, under fail_mode closed and open, while the flood goes on,
-# and after a clean restart.  rl_owners and rl_status show who holds what.
+# Store isolation: an ordinary role that tries to pin the whole store (keys
+# with a window of a century) and the whole pool (one sliding log with a
+# huge limit) gets its role's share (ratelimit.role_share, 50%), counted
+# across databases, and its database no more than ratelimit.database_share
+# (75%).  A victim role in another database, and a neighbour role in the
+# flooder's own database, keep exact decisions for new keys, keys longer
+# than an entry's inline part and sliding logs, under fail_mode closed and
+# open, while the flood goes on, and after a clean restart.  rl_owners,
+# rl_store_shares and rl_status show who holds what.
 use strict;
 use warnings;
 use IPC::Run;
@@ -44,21 +46,23 @@ sub as_role
 sub store
 {
 	my %s;
-	@s{qw(capacity used pool_blocks pool_used evicted owners refused)} =
+	@s{qw(capacity used pool_blocks pool_used refused owners refused_role top_role_keys)} =
 	  split /\|/, sql('a',
-		'SELECT capacity, used, pool_blocks, pool_used, evicted, owners, refused FROM rl_store_info()');
+		'SELECT capacity, used, pool_blocks, pool_used, refused, owners, refused_role, top_role_keys FROM rl_status');
 	return \%s;
 }
 
-# what each owner holds: "db/role" => {keys, pool_blocks, evicted, refused}
+# what each owner holds: "db/role" => {keys, pool_blocks, refused,
+# role_keys, database_keys}
 sub owners
 {
 	my %o;
 	foreach my $row (split /\n/, sql('a', q{
-		SELECT datname, rolname, keys, pool_blocks, evicted, refused FROM rl_owners}))
+		SELECT datname, rolname, keys, pool_blocks, refused, role_keys, database_keys
+		FROM rl_owners}))
 	{
 		my ($db, $role, @n) = split /\|/, $row;
-		@{ $o{"$db/$role"} }{qw(keys pool_blocks evicted refused)} = @n;
+		@{ $o{"$db/$role"} }{qw(keys pool_blocks refused role_keys database_keys)} = @n;
 	}
 	return \%o;
 }
@@ -111,13 +115,16 @@ sub flood_log
 
 # ---- the flood ----
 
-# a second log, for later: over its share the flooder could not create it
+# a second log, for later: at its share the flooder could not create it
 is(as_role('a', 'flooder', 'open',
 	"SELECT rl_allow('pin2', 'sliding_window_log', 1000000000000, '36525 days')"),
 	't', 'the flooder keeps a second sliding log');
 flood_log('pin');
 my $s = store();
-is($s->{pool_used}, $s->{pool_blocks}, "one sliding log took the whole pool ($s->{pool_blocks} blocks)");
+my $cap_blocks = int($s->{pool_blocks} / 2);
+my $cap_keys = int($s->{capacity} / 2);
+is($s->{pool_used}, $cap_blocks,
+	"one sliding log took the role's share of the pool, $cap_blocks of $s->{pool_blocks} blocks");
 
 # keys that stay live for a century take every entry
 is(as_role('a', 'flooder', 'open', q{
@@ -125,12 +132,13 @@ is(as_role('a', 'flooder', 'open', q{
 	FROM generate_series(1, 3000) i}),
 	'3000', 'the flooder\'s century keys: every call admitted (fail_mode open)');
 $s = store();
-is($s->{used}, $s->{capacity}, 'the store is full');
-is($s->{evicted}, 0, 'nothing evicted: a single owner may use everything');
+is($s->{used}, $cap_keys, "the flooder holds its role's share of the keys, $cap_keys of $s->{capacity}");
+is($s->{top_role_keys}, $cap_keys, 'rl_status: the most a role holds');
 my $o = owners();
-is($o->{'a/flooder'}{keys}, $s->{capacity}, 'rl_owners: the flooder holds every key');
-is($o->{'a/flooder'}{pool_blocks}, $s->{pool_blocks}, 'rl_owners: and every pool block');
-cmp_ok($o->{'a/flooder'}{refused}, '>', 0, 'rl_owners: the flooder\'s calls past the store were refused');
+is($o->{'a/flooder'}{keys}, $cap_keys, 'rl_owners: the flooder holds half the keys');
+is($o->{'a/flooder'}{pool_blocks}, $cap_blocks, 'rl_owners: and half the pool');
+cmp_ok($o->{'a/flooder'}{refused}, '>', 0, 'rl_owners: the flooder\'s calls past its share were refused');
+is($s->{refused_role}, $s->{refused}, 'rl_status: every refusal was for the role\'s cap');
 
 # ---- the victims ----
 
@@ -142,12 +150,13 @@ exact('a', 'neighbour', 'open', 'n2');
 $s = store();
 $o = owners();
 is($s->{owners}, 3, 'rl_status: three owners hold entries or blocks');
-cmp_ok($s->{evicted}, '>', 0, "rl_status: $s->{evicted} entries evicted for the victims");
-is($o->{'a/flooder'}{evicted}, $s->{evicted}, 'rl_owners: all of them the flooder\'s');
+is($o->{'a/flooder'}{keys}, $cap_keys, 'rl_owners: the flooder lost no key');
 is($o->{'b/victim'}{keys}, 20, 'rl_owners: the victim holds its 20 keys');
 cmp_ok($o->{'b/victim'}{pool_blocks}, '>=', 30, 'rl_owners: and pool blocks for its long keys and logs');
-is(join(' ', map { $o->{$_}{refused} + $o->{$_}{evicted} } qw(b/victim a/neighbour)),
-	'0 0', 'rl_owners: neither the victim nor the neighbour was refused or evicted');
+is($o->{'a/neighbour'}{database_keys}, $cap_keys + 20,
+	'rl_owners: database a holds the flooder\'s and the neighbour\'s keys');
+is(join(' ', map { $o->{$_}{refused} } qw(b/victim a/neighbour)),
+	'0 0', 'rl_owners: neither the victim nor the neighbour was refused');
 # the keys used before stay exact
 is(as_role('b', 'victim', 'closed', q{
 	SELECT string_agg(allowed::text || remaining, ' ' ORDER BY a)
@@ -156,29 +165,32 @@ is(as_role('b', 'victim', 'closed', q{
 		LATERAL rl_check('v1:' || a, a, 3, '36525 days') r}),
 	join(' ', ('false0') x 5), 'the victim\'s keys are still at their limit');
 
-# ---- the flood goes on: over its share, the flooder takes no more ----
+# ---- the flood goes on: at its share, the flooder takes no more ----
 
 my $refused = owners()->{'a/flooder'}{refused};
 is(as_role('a', 'flooder', 'open',
 	"SELECT rl_allow('pin3', 'sliding_window_log', 1000000000000, '36525 days')"),
 	't', 'a new key of the flooder: admitted (fail_mode open) ...');
 is(owners()->{'a/flooder'}{refused}, $refused + 1,
-	'... but refused: over its share, the flooder evicts no one');
+	'... but refused: at its share, the flooder takes nothing from anyone');
 
 is(as_role('a', 'flooder', 'open', q{
 	SELECT count(*) FILTER (WHERE rl_allow('century2:' || i, 'token_bucket', 1, '36525 days'))
 	FROM generate_series(1, 3000) i}),
 	'3000', 'more century keys: admitted (fail_mode open)');
-# the same flood from the flooder's session in the victim's database: a
-# second owner, still unable to take the victim's share
+# the same flood from the flooder's session in the victim's database: the
+# role's share is counted across databases, so it gets nothing there
 is(as_role('b', 'flooder', 'open', q{
 	SELECT count(*) FILTER (WHERE rl_allow(repeat('x', 200) || i, 'leaky_bucket', 1, '36525 days'))
 	FROM generate_series(1, 3000) i}),
 	'3000', 'long century keys in the victim\'s database: admitted (fail_mode open)');
+$o = owners();
+is($o->{'b/flooder'}{keys} // 0, 0, 'rl_owners: but none tracked: the role holds its share already');
+is($o->{'b/flooder'}{refused}, 3000, 'rl_owners: each refused');
+is($o->{'b/flooder'}{role_keys}, $cap_keys, 'rl_owners: the role\'s keys, across databases');
 flood_log('pin2');
-$s = store();
-is($s->{pool_blocks} - $s->{pool_used}, int($s->{pool_blocks} / 16),
-	'the flooders, over their share, leave the pool\'s reserve alone');
+is(owners()->{'a/flooder'}{pool_blocks}, $cap_blocks,
+	'the flooder still holds its share of the pool, no more');
 
 # while two sessions of the flooder go on calling new keys and its log
 my $script = $node->basedir . '/flood.sql';
@@ -202,11 +214,11 @@ ok($pgbench->finish, 'the concurrent flood ran') or diag($err);
 # ---- a clean restart keeps the owners with their keys ----
 
 $o = owners();
-my $before = join(' ', map { "$_=$o->{$_}{keys}" } sort keys %$o);
+my $before = join(' ', map { "$_=$o->{$_}{keys}" } grep { $o->{$_}{keys} > 0 } sort keys %$o);
 $node->restart;
 ok($node->log_contains(qr/ratelimit restored the state of \d+ keys/), 'the state was restored');
 $o = owners();
-is(join(' ', map { "$_=$o->{$_}{keys}" } sort keys %$o), $before,
+is(join(' ', map { "$_=$o->{$_}{keys}" } grep { $o->{$_}{keys} > 0 } sort keys %$o), $before,
 	'rl_owners: every owner holds the same keys after a clean restart');
 is(as_role('b', 'victim', 'closed', q{
 	SELECT string_agg(allowed::text || remaining, ' ' ORDER BY a)
@@ -220,10 +232,9 @@ exact('a', 'neighbour', 'open', 'n6');
 is(owners()->{'b/victim'}{refused}, 0, 'rl_owners: the victim was never refused');
 
 # ---- many roles of one database ----
-# Shares are split by database first: seven more flooding roles in the
-# flooder's database (made by whoever may create roles there) leave the
-# victim's database its half of the store, shared by its two owners (the
-# victim and the flooder's session there): a quarter, not an eleventh.
+# Seven more flooding roles in the flooder's database (made by whoever may
+# create roles there) take no more than the database's share together
+# (ratelimit.database_share, 75%): the victim's database keeps the rest.
 foreach my $n (2 .. 8)
 {
 	sql('postgres', "CREATE ROLE flooder$n");
@@ -232,15 +243,12 @@ foreach my $n (2 .. 8)
 		WHERE rl_allow('f$n:' || i, 'fixed_window', 1, '36525 days')});
 }
 $o = owners();
-my $victim_keys = $o->{'b/victim'}{keys};
-cmp_ok($victim_keys + 100, '<', int(store()->{capacity} / 4),
-	"the victim ($victim_keys keys) has room for 100 more within a quarter");
-cmp_ok($victim_keys + 100, '>', int(store()->{capacity} / 11),
-	'which is more than an eleventh of the store');
+is($o->{'a/flooder2'}{database_keys}, int(store()->{capacity} * 3 / 4),
+	'database a holds its share of the keys, no more');
 is(as_role('b', 'victim', 'closed', q{
 	SELECT count(*) FILTER (WHERE rl_allow('many:' || i, 'fixed_window', 1, '36525 days'))
 	FROM generate_series(1, 100) i}),
-	'100', 'eleven owners, two databases: the victim\'s 100 new keys are all tracked');
+	'100', 'ten roles, two databases: the victim\'s 100 new keys are all tracked');
 is(owners()->{'b/victim'}{refused}, 0, 'rl_owners: and none was refused');
 
 $node->stop;

@@ -116,6 +116,10 @@ $node->safe_psql('at020', q{
 	CREATE TABLE kept (d rl_decision);
 	INSERT INTO kept SELECT rl_check('kept', 'b');
 	CREATE VIEW looks AS SELECT * FROM rl_check('look', 'b', cost => 0);
+	GRANT SELECT ON rl_status TO app;
+	GRANT EXECUTE ON FUNCTION rl_store_info() TO app;
+	CREATE VIEW dashboard AS SELECT capacity, used, redis_calls FROM rl_status;
+	CREATE VIEW store_use AS SELECT capacity, used FROM rl_store_info();
 });
 is($node->safe_psql('at020', q{SELECT string_agg(attname, ',' ORDER BY attnum)
 	FROM pg_attribute WHERE attrelid = 'rl_decision'::regclass AND attnum > 0}),
@@ -148,6 +152,22 @@ is($node->safe_psql('at020', 'SELECT remaining FROM looks'), '10',
 is($node->safe_psql('at020', q{SELECT proacl FROM pg_proc WHERE proname = 'rl_check_all'}),
 	'{postgres=X/postgres,app=X/postgres}',
 	'updated: privileges on rl_check_all are kept');
+# rl_status and rl_store_info are never dropped by the update: the
+# privileges granted on them, and views over them, stay
+is($node->safe_psql('at020', q{
+	SELECT string_agg(a.grantee::regrole || ':' || a.privilege_type, ',' ORDER BY a.grantee::regrole::text)
+	FROM pg_class c, aclexplode(c.relacl) a
+	WHERE c.relname = 'rl_status' AND a.grantee <> c.relowner}),
+	'app:SELECT,pg_monitor:SELECT', 'updated: privileges on rl_status are kept');
+is($node->safe_psql('at020', q{SELECT proacl FROM pg_proc WHERE proname = 'rl_store_info'}),
+	'{postgres=X/postgres,pg_monitor=X/postgres,app=X/postgres}',
+	'updated: privileges on rl_store_info are kept');
+is($node->safe_psql('at020', q{SELECT capacity > 0, redis_calls FROM dashboard}), 't|0',
+	'updated: a view over rl_status still works');
+is($node->safe_psql('at020', q{SELECT capacity > 0 FROM store_use}), 't',
+	'updated: a view over rl_store_info still works');
+is($node->safe_psql('at020', q{SELECT role_share, database_share FROM rl_status}),
+	'50|75', 'updated: rl_status has the shares, new columns at its end');
 my ($dump, $dump_err) = run_command([ 'pg_dump', '--schema-only', '-d', $node->connstr('at020') ]);
 like($dump, qr/REVOKE ALL ON FUNCTION public\.rl_check_all\(.*\) FROM PUBLIC;\nGRANT ALL ON FUNCTION public\.rl_check_all\(.*\) TO app;/,
 	'and pg_dump dumps them, as for a new install');

@@ -1,0 +1,221 @@
+# What a saved state may claim is bounded by what calls could produce
+# (red-team finding f08).  Files forged with a valid CRC:
+#  - an idle time far in the future, for each algorithm, is lowered to the
+#    latest time the saved state can still differ from a new key's (a
+#    state equal to a new key's is not restored at all), so no forged image
+#    pins a key in the store for ever;
+#  - the header is checked before anything else is read, and nothing is
+#    allocated for what the file claims: a 3 GB sparse file at the path,
+#    a header claiming 2^40 entries, or 5 million entries of zeros (320
+#    MB, read as a stream to check the CRC) leave the postmaster's memory
+#    as it was;
+#  - entries of databases that no longer exist (forged, or left by DROP
+#    DATABASE) are dropped when the store has no room for a call.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Math::BigInt;
+use RlHarness;
+
+my $node = PostgreSQL::Test::Cluster->new('bounds');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'ratelimit'
+ratelimit.max_keys = 20000
+timezone = 'UTC'
+});
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION ratelimit;
+	CREATE ROLE victim LOGIN;
+	INSERT INTO rl_policy (name, algo, "limit", per, fail_mode)
+		VALUES ('api', 'token_bucket', 10, '1 minute', 'closed');
+	INSERT INTO rl_policy (name, algo, "limit", per, burst)
+		VALUES ('lk', 'leaky_bucket', 10, '1 second', 10);
+});
+my $state_file = $node->data_dir . '/pg_stat/ratelimit.state';
+
+sub sql { return $node->safe_psql('postgres', $_[0]); }
+
+my ($pg_version, $dbid, $roleid) = split /\|/, sql(q{
+	SELECT current_setting('server_version_num'),
+		(SELECT oid FROM pg_database WHERE datname = current_database()),
+		'victim'::regrole::oid});
+
+# ---- the file format (docs/design.md), native byte order ----
+
+my @crc_table = map {
+	my $c = $_;
+	$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1) for 1 .. 8;
+	$c;
+} 0 .. 255;
+
+sub crc32c
+{
+	my $crc = 0xFFFFFFFF;
+	$crc = $crc_table[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8) for unpack 'C*', $_[0];
+	return $crc ^ 0xFFFFFFFF;
+}
+
+my %algo = (fixed_window => 0, sliding_window_log => 1,
+	sliding_window_counter => 2, token_bucket => 3, leaky_bucket => 4);
+
+sub entry
+{
+	my (%e) = @_;
+	my @log = @{ $e{log} // [] };
+	return pack('L l l l L L q q',
+		$e{dbid} // $dbid, $algo{ $e{algo} }, length($e{key}), scalar(@log),
+		$e{owner_db} // $e{dbid} // $dbid, $e{owner_role} // $roleid,
+		$e{last}, $e{idle_at})
+	  . $e{state} . $e{key} . join('', map { pack('q q', @$_) } @log);
+}
+
+sub window_state { return pack('q q q', @_); }    # start, cur, prev
+# an int128 content (not negative, a decimal string of any size), little
+# endian as this machine's, and its window
+sub bucket_state
+{
+	my ($scaled, $per) = @_;
+	my $hex = substr(Math::BigInt->new($scaled)->as_hex, 2);
+	return scalar(reverse(pack('H32', ('0' x (32 - length $hex)) . $hex))) . pack('q', $per);
+}
+sub log_state { return pack('q', $_[0]) . ("\0" x 16); }
+
+sub write_state
+{
+	my @entries = @_;
+	my $body = join '', @entries;
+	my $header = pack('L L L L Q', 0x524C5354, 2, $pg_version, 0, scalar @entries);
+	open my $fh, '>', $state_file or die $!;
+	binmode $fh;
+	print $fh $header . $body . pack('L', crc32c($body . $header));
+	close $fh;
+}
+
+# restart with a forged file; returns the log's offset before the start
+sub forge
+{
+	$node->stop;
+	write_state(@_);
+	my $offset = -s $node->logfile;
+	$node->start;
+	return $offset;
+}
+
+my $us = 1000000;
+my $century = 36525 * 86400 * $us;
+my $now = sql(q{SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint});
+my $forever = (1 << 62) - 1;
+my $minute = 60 * $us;
+# the current 100-year window starts at the epoch (it ends in 2070)
+my $start = 0;
+
+# ---- idle times: bounded by the state, for every algorithm ----
+
+my $offset = forge(
+	# live states, each claiming to stay live until the year 148000
+	entry(key => 'fw', algo => 'fixed_window', last => $now, idle_at => $forever,
+		state => window_state($start, 1, 0)),
+	entry(key => 'swc', algo => 'sliding_window_counter', last => $now,
+		idle_at => $forever, state => window_state($start, 1, 0)),
+	entry(key => 'swc-prev', algo => 'sliding_window_counter', last => $now,
+		idle_at => $forever, state => window_state($start, 0, 1)),
+	entry(key => 'swl', algo => 'sliding_window_log', last => $now,
+		idle_at => $forever, state => log_state(1), log => [ [ $now - $us, 1 ] ]),
+	entry(key => 'tb', algo => 'token_bucket', last => $now, idle_at => $forever,
+		state => bucket_state(0, $minute)),
+	entry(key => 'lb', algo => 'leaky_bucket', last => $now, idle_at => $forever,
+		state => bucket_state(5 * $minute, $minute)),
+	# states equal to a new key's, claiming the same: nothing to keep
+	entry(key => 'fw-new', algo => 'fixed_window', last => $now - $us,
+		idle_at => $forever, state => window_state($start, 0, 0)),
+	entry(key => 'swc-new', algo => 'sliding_window_counter', last => $now - $us,
+		idle_at => $forever, state => window_state($start, 0, 0)),
+	entry(key => 'swl-new', algo => 'sliding_window_log', last => $now - $us,
+		idle_at => $forever, state => log_state(0)),
+	entry(key => 'lb-new', algo => 'leaky_bucket', last => $now - $us,
+		idle_at => $forever, state => bucket_state(0, $minute)));
+ok($node->log_contains(
+	qr/ratelimit restored the state of 6 keys from file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+Not restored: 4 idle\./,
+	$offset), 'the live states are restored; the four equal to a new key\'s are idle');
+my %idle = map { split /\|/ } split /\n/, sql(q{
+	SELECT key, (extract(epoch FROM reset_at) * 1000000)::bigint FROM rl_keys()});
+is($idle{fw}, $start + $century, 'fixed_window: idle when its window can end at the latest');
+is($idle{swc}, $start + 2 * $century, 'sliding_window_counter: when its next window can end');
+is($idle{'swc-prev'}, $start + $century, 'and with only a previous count, when this one can end');
+is($idle{swl}, $now - $us + $century, 'sliding_window_log: when its newest entry can expire');
+is($idle{tb}, $now + 2 * $century, 'token_bucket: two longest windows after its latest call');
+is($idle{lb}, $now + 5 * $minute, 'leaky_bucket: when its queue has drained at the slowest rate');
+is(scalar(keys %idle), 6, 'only those six are in the store');
+
+# ---- files that must not cost the postmaster memory ----
+
+sub peak_kb
+{
+	open my $fh, '<', $node->data_dir . '/postmaster.pid' or die $!;
+	chomp(my $pid = <$fh>);
+	close $fh;
+	my ($hwm) = slurp_file("/proc/$pid/status") =~ /^VmHWM:\s+(\d+) kB/m;
+	return $hwm;
+}
+
+sub start_with
+{
+	my ($make, $why, $name) = @_;
+	$node->stop;
+	unlink $state_file;
+	$make->();
+	my $offset = -s $node->logfile;
+	$node->start;
+	ok($node->log_contains(
+		qr/ignoring invalid data in file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+\Q$why\E/, $offset),
+		"$name: ignored ($why)");
+	my $hwm = peak_kb();
+	cmp_ok($hwm, '<', 200_000, "$name: the postmaster's peak memory stays small ($hwm kB)");
+}
+
+start_with(sub { system('truncate', '-s', '3G', $state_file) == 0 or die 'truncate' },
+	'It is not a ratelimit state file.', 'a 3 GB sparse file at the path');
+start_with(sub {
+		open my $fh, '>', $state_file or die $!;
+		binmode $fh;
+		print $fh pack('L L L L Q', 0x524C5354, 2, $pg_version, 0, 1 << 40), "\0" x 100;
+		close $fh;
+	},
+	'It is truncated.', 'a header claiming 2^40 entries');
+start_with(sub {
+		open my $fh, '>', $state_file or die $!;
+		binmode $fh;
+		print $fh pack('L L L L Q', 0x524C5354, 2, $pg_version, 0, 5_000_000);
+		close $fh;
+		truncate($state_file, 24 + 5_000_000 * 64 + 4) or die $!;
+	},
+	'Its checksum does not match.', 'a header and 5 million entries of zeros (320 MB)');
+
+# ---- entries of databases that do not exist ----
+
+# 800 databases that do not exist, 24 full token buckets each (the state
+# of a new key), claiming to stay live for ever: restored (their idle time
+# bounded to two centuries), they hold nearly all of the 20,000 entries
+# (those of partitions that fill up are dropped without room)
+my @pins;
+foreach my $d (0 .. 799)
+{
+	push @pins, entry(dbid => 900000 + $d, owner_role => 0, key => "pin:$_",
+		algo => 'token_bucket', last => $now, idle_at => $forever,
+		state => bucket_state($minute, $minute)) foreach 0 .. 23;
+}
+$offset = forge(@pins);
+ok($node->log_contains(qr/ratelimit restored the state of 1[89]\d{3} keys/, $offset),
+	'the entries of 800 databases that do not exist are restored');
+is(sql(q{SET ROLE victim; SELECT count(*) FROM generate_series(1, 1000) i,
+	LATERAL rl_allow('user:' || i, 'api') a WHERE NOT a}),
+	'0', 'a real database\'s first calls under fail_mode closed are not denied');
+is(sql('SELECT used FROM rl_store_info()'), '1000',
+	'the entries of the databases that do not exist were dropped to make room');
+
+$node->stop;
+done_testing();
