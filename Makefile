@@ -13,6 +13,8 @@ OBJS = \
 	src/store.o \
 	src/store_owner.o \
 	src/store_entry.o \
+	src/store_durable.o \
+	src/store_wal.o \
 	src/store_engine.o \
 	src/store_admin.o \
 	src/redis_breaker.o \
@@ -46,7 +48,7 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate guide
+	refund_aggregate guide durable
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

@@ -62,6 +62,8 @@ typedef struct RlRequest
 	bool		shadow;			/* dry run: decide and count, always allow */
 	bool		track;			/* give back what it consumed if its
 								 * (sub)transaction aborts (refund.c) */
+	bool		durable;		/* a durable policy's: the store logs it in
+								 * WAL (store_wal.c) */
 	const char *policy;			/* the policy's name, or NULL */
 } RlRequest;
 

@@ -66,13 +66,19 @@ typedef enum RlPolicyColumn
 	PCOL_BACKEND,
 	PCOL_FAIL_MODE,
 	PCOL_SHADOW,
+	PCOL_DURABLE,
 	PCOL_COUNT
 } RlPolicyColumn;
 
+/*
+ * The columns by name.  An optional one (added after 0.2.0) may be missing
+ * while a database has not been updated yet: it reads as NULL.
+ */
 static const struct
 {
 	const char *name;
 	Oid			type;
+	bool		optional;
 }			policy_columns[PCOL_COUNT] =
 {
 	[PCOL_NAME] = {"name", TEXTOID},
@@ -84,6 +90,7 @@ static const struct
 	[PCOL_BACKEND] = {"backend", TEXTOID},
 	[PCOL_FAIL_MODE] = {"fail_mode", TEXTOID},
 	[PCOL_SHADOW] = {"shadow", BOOLOID},
+	[PCOL_DURABLE] = {"durable", BOOLOID, true},
 };
 
 /* where each column is in a descriptor of the table (or of a query) */
@@ -162,7 +169,7 @@ policy_attnos(TupleDesc desc, RlPolicyAttnos *cols)
 				break;
 			}
 		}
-		if (cols->attno[c] == InvalidAttrNumber)
+		if (cols->attno[c] == InvalidAttrNumber && !policy_columns[c].optional)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("table \"rl_policy\" has no column \"%s\"",
@@ -227,6 +234,25 @@ policy_option(Datum value, bool isnull, const char *column,
  * Check one policy row and fill in the policy; cols says where its columns
  * are in desc.  Raises the same errors as a call's arguments would.
  */
+/*
+ * A durable policy's state is logged by the shared-memory store: it is
+ * decided there, and by an algorithm whose image has a bounded size.
+ */
+static void
+policy_durable_check(const RlPolicy *pol)
+{
+	if (pol->backend != RL_SETTING && pol->backend != RL_BACKEND_LOCAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("policy \"%s\": a durable policy must use the local backend",
+						pol->name)));
+	if (rl_algo(pol->algo)->state == RL_STATE_LOG)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("policy \"%s\": durable policies do not support algorithm \"%s\"",
+						pol->name, rl_algo(pol->algo)->name)));
+}
+
 static void
 policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 				RlPolicy *pol)
@@ -238,7 +264,12 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 	int			c;
 
 	for (c = 0; c < PCOL_COUNT; c++)
-		values[c] = heap_getattr(tuple, cols->attno[c], desc, &nulls[c]);
+	{
+		values[c] = (Datum) 0;
+		nulls[c] = true;
+		if (cols->attno[c] != InvalidAttrNumber)
+			values[c] = heap_getattr(tuple, cols->attno[c], desc, &nulls[c]);
+	}
 
 	if (nulls[PCOL_NAME])
 		ereport(ERROR,
@@ -275,6 +306,9 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 								   nulls[PCOL_FAIL_MODE], "fail_mode",
 								   rl_fail_mode_options);
 	pol->shadow = DatumGetBool(values[PCOL_SHADOW]);
+	pol->durable = !nulls[PCOL_DURABLE] && DatumGetBool(values[PCOL_DURABLE]);
+	if (pol->durable)
+		policy_durable_check(pol);
 }
 
 /* The schema the extension is installed in, or InvalidOid. */
@@ -518,6 +552,7 @@ rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
 	req->backend = pol->backend;
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;
+	req->durable = pol->durable;
 	req->policy = stored;		/* the stored key starts with it */
 }
 

@@ -20,6 +20,7 @@ typedef struct RlPolicy
 	int			backend;		/* RlBackend, or RL_SETTING */
 	int			fail_mode;		/* RlFailMode, or RL_SETTING */
 	bool		shadow;
+	bool		durable;		/* logged in WAL (store_wal.c) */
 } RlPolicy;
 
 extern void rl_policy_init(void);

@@ -15,6 +15,8 @@
  *	RlBlock[]		 the pool: 64-byte blocks for sliding-log entries and
  *					 for the bytes of keys longer than RL_KEY_INLINE
  *	uint32[]		 the pool's chain links, parallel to the blocks
+ *	uint64[]		 per entry, where its latest durable image starts in WAL
+ *					 (store_wal.c)
  *
  * An entry's identity is (database, algorithm, key bytes); its 64-bit hash
  * picks a partition and a bucket, and the full key is always compared, so
@@ -100,6 +102,7 @@ RlEntry    *rl_entries;
 uint32	   *rl_buckets;
 RlBlock    *rl_blocks;
 uint32	   *rl_block_next;
+uint64	   *rl_entry_lsn;
 
 /*
  * Define the store's settings (from _PG_init, while
@@ -175,6 +178,7 @@ store_size(void)
 	size = add_size(size, MAXALIGN(mul_size(nentries, sizeof(uint32))));
 	size = add_size(size, mul_size(layout_blocks(), sizeof(RlBlock)));
 	size = add_size(size, MAXALIGN(mul_size(layout_blocks(), sizeof(uint32))));
+	size = add_size(size, mul_size(nentries, sizeof(uint64)));
 	return size;
 }
 
@@ -217,6 +221,8 @@ rl_store_startup(void)
 	rl_blocks = (RlBlock *) p;
 	p += (Size) nblocks * sizeof(RlBlock);
 	rl_block_next = (uint32 *) p;
+	p += MAXALIGN((Size) nblocks * sizeof(uint32));
+	rl_entry_lsn = (uint64 *) p;
 	rl_locks = GetNamedLWLockTranche(RL_TRANCHE);
 
 	if (found)
@@ -234,6 +240,13 @@ rl_store_startup(void)
 	rl_store->pool_nfree = nblocks;
 	for (i = 0; i < (int) nblocks; i++)
 		rl_block_next[i] = i + 1 < (int) nblocks ? (uint32) i + 1 : RL_NIL;
+	SpinLockInit(&rl_store->durable_lock);
+	rl_store->durable_armed = false;
+	rl_store->durable_stopping = false;
+	rl_store->durable_covered = 0;
+	rl_store->durable_file_end = 0;
+	rl_store->durable_sweeps = 0;
+	rl_store->durable_swept = 0;
 
 	/* every owner slot free but slot 0, the store-wide overflow owner */
 	for (i = 0; i < rl_max_owners; i++)
@@ -270,8 +283,10 @@ rl_store_startup(void)
 		part->reclaimed = 0;
 		part->evicted = 0;
 		part->refused = 0;
+		part->durable = 0;
 		for (j = 0; j < per_part; j++)
 		{
+			rl_entry_lsn[base + j] = 0;
 			rl_entries[base + j].flags = 0;
 			rl_entries[base + j].next = j + 1 < per_part ? base + j + 1 : RL_NIL;
 			rl_buckets[base + j] = RL_NIL;

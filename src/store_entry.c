@@ -169,6 +169,8 @@ rl_store_remove(int partno, RlEntry *e)
 	rl_owner_count(e->owner, true, -(int32) rl_store_entry_blocks(e));
 	rl_owner_hint(e->owner, idx, 0);
 	rl_owner_count(e->owner, false, -1);
+	if (e->flags & RL_ENTRY_DURABLE)
+		part->durable--;
 	pool_push_chain(e->key_more);
 	if (rl_algo(e->algo)->state == RL_STATE_LOG)
 	{
@@ -220,6 +222,12 @@ rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
 	e->dbid = req->dbid;
 	e->algo = (uint8) req->algo;
 	e->flags = RL_ENTRY_USED;
+	if (req->durable)
+	{
+		e->flags |= RL_ENTRY_DURABLE;
+		part->durable++;
+	}
+	rl_entry_lsn[idx] = 0;
 	if (++part->incarnations == 0)
 		part->incarnations = 1;
 	e->incarnation = part->incarnations;
@@ -272,7 +280,8 @@ make_room(int partno, int64 before, const RlCall *call)
 
 		if (++part->hand == rl_store->per_part)
 			part->hand = 0;
-		if (!(e->flags & RL_ENTRY_USED))
+		/* a durable key stays until reset: a quota's idle tenant too */
+		if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) != RL_ENTRY_USED)
 			continue;
 		if (e->idle_at <= before)
 		{
@@ -316,8 +325,8 @@ evict_hinted(const RlCall *call, uint16 owner)
 			return false;
 		locked = true;
 	}
-	if ((e->flags & RL_ENTRY_USED) && e->owner == owner && e != call->busy &&
-		rl_store_entry_blocks(e) > 0)
+	if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) == RL_ENTRY_USED &&
+		e->owner == owner && e != call->busy && rl_store_entry_blocks(e) > 0)
 	{
 		entry_evict(partno, e);
 		evicted = true;
@@ -349,7 +358,8 @@ evict_nearby(const RlCall *call, const RlShares *sh)
 
 		if (++pos == rl_store->per_part)
 			pos = 0;
-		if (!(e->flags & RL_ENTRY_USED) || e == call->busy)
+		if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) != RL_ENTRY_USED ||
+			e == call->busy)
 			continue;
 		blocks = rl_store_entry_blocks(e);
 		if (blocks > best_blocks && rl_owner_evictable(sh, e->owner))
