@@ -166,8 +166,13 @@ rl_store_wal_image(RlEntry *e)
 void
 rl_store_wal_drop(RlEntry *e)
 {
-	if ((e->flags & RL_ENTRY_DURABLE) && log_allowed())
-		xact_end = Max(xact_end, rl_durable_drop_log(e));
+	XLogRecPtr	end;
+
+	if (!(e->flags & RL_ENTRY_DURABLE) || !log_allowed())
+		return;
+	end = rl_durable_drop_log(e);
+	if (end > xact_end)
+		xact_end = end;
 }
 
 /* ---- transactions ---- */
@@ -213,6 +218,7 @@ static void
 wal_xact_callback(XactEvent event, void *arg)
 {
 	XLogRecPtr	end = xact_end;
+	XLogRecPtr	images;
 
 	if (touched == NULL && end == InvalidXLogRecPtr)
 		return;
@@ -221,8 +227,9 @@ wal_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			if (touched != NULL)
-				end = Max(end, touched_log());
+			images = touched != NULL ? touched_log() : InvalidXLogRecPtr;
+			if (images > end)
+				end = images;
 			if (end != InvalidXLogRecPtr &&
 				rl_durable_commit == RL_COMMIT_FLUSH &&
 				!TransactionIdIsValid(GetTopTransactionIdIfAny()))

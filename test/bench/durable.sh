@@ -67,8 +67,8 @@ wait_ready() {
 	done
 }
 start
-wait_ready
 psql_q "CREATE EXTENSION ratelimit"
+wait_ready
 psql_q "INSERT INTO rl_policy (name, algo, \"limit\", per, durable) VALUES
 	('d', 'token_bucket', 1000000000, '3650 days', true),
 	('n', 'token_bucket', 1000000000, '3650 days', false)"
