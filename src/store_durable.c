@@ -114,6 +114,37 @@ rl_durable_drop_log(RlEntry *e)
 
 
 /*
+ * The owner slot of an image's (database, role), claimed if need be.  The
+ * last one is remembered: a replay or a load meets the same owner for
+ * key after key, and claiming scans the owner slots.  The remembered slot
+ * is checked under the owner lock (it may have been handed over since).
+ */
+static int
+image_owner(Oid dbid, Oid roleid)
+{
+	static int	last = -1;
+	int			owner = -1;
+
+	if (last >= 0)
+	{
+		LWLockAcquire(owner_lock(), LW_SHARED);
+		if (rl_owner_slots[last].in_use &&
+			rl_owner_slots[last].dbid == dbid &&
+			rl_owner_slots[last].roleid == roleid)
+			owner = last;
+		LWLockRelease(owner_lock());
+	}
+	if (owner < 0)
+	{
+		LWLockAcquire(owner_lock(), LW_EXCLUSIVE);
+		owner = rl_owner_claim(dbid, roleid);
+		LWLockRelease(owner_lock());
+		last = owner;
+	}
+	return owner;
+}
+
+/*
  * Put a durable key's image in the store (redo, the durable file): the
  * entry is created if need be (by reclaiming or evicting ordinary keys),
  * its state overwritten.  image_lsn: where the image starts in WAL.
@@ -137,9 +168,7 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 
 		/* the owner lock is never taken under a partition lock */
 		LWLockRelease(&rl_locks[slot.partno].lock);
-		LWLockAcquire(owner_lock(), LW_EXCLUSIVE);
-		owner = rl_owner_claim(rec->owner_dbid, rec->owner_roleid);
-		LWLockRelease(owner_lock());
+		owner = image_owner(rec->owner_dbid, rec->owner_roleid);
 
 		rl_request_init(&req);
 		req.dbid = rec->dbid;

@@ -115,7 +115,14 @@ static const struct config_enum_entry rl_durable_commit_options[] = {
 bool		rl_durable = false;
 int			rl_durable_commit = RL_COMMIT_FLUSH;
 
-static HTAB *touched = NULL;	/* in TopTransactionContext */
+/*
+ * What the transaction changed: the first few keys in an array (most
+ * transactions touch one or two), then in a hash table.
+ */
+#define RL_TOUCHED_FEW		8
+static RlTouched touched_few[RL_TOUCHED_FEW];
+static int	ntouched = 0;		/* in touched_few */
+static HTAB *touched = NULL;	/* the rest, in TopTransactionContext */
 static XLogRecPtr xact_end = InvalidXLogRecPtr; /* the transaction's other
 												 * records (resets) */
 
@@ -177,6 +184,21 @@ rl_store_wal_drop(RlEntry *e)
 
 /* ---- transactions ---- */
 
+/* Log the image of one key the transaction changed, if still there. */
+static XLogRecPtr
+touched_image(const RlTouched *t)
+{
+	int			partno = (int) (t->idx / rl_store->per_part);
+	RlEntry    *e = &rl_entries[t->idx];
+	XLogRecPtr	end = InvalidXLogRecPtr;
+
+	LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+	if ((e->flags & RL_ENTRY_USED) && e->incarnation == t->incarnation)
+		end = image_log_if_allowed(e);
+	LWLockRelease(&rl_locks[partno].lock);
+	return end;
+}
+
 /*
  * Log an image of every durable key the transaction changed, each under
  * its partition lock; returns the end of the last record.
@@ -184,23 +206,22 @@ rl_store_wal_drop(RlEntry *e)
 static XLogRecPtr
 touched_log(void)
 {
-	HASH_SEQ_STATUS seq;
-	RlTouched  *t;
 	XLogRecPtr	end = InvalidXLogRecPtr;
+	XLogRecPtr	rec_end;
+	int			i;
 
-	hash_seq_init(&seq, touched);
-	while ((t = hash_seq_search(&seq)) != NULL)
-	{
-		int			partno = (int) (t->idx / rl_store->per_part);
-		RlEntry    *e = &rl_entries[t->idx];
-		XLogRecPtr	rec_end = InvalidXLogRecPtr;
-
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
-		if ((e->flags & RL_ENTRY_USED) && e->incarnation == t->incarnation)
-			rec_end = image_log_if_allowed(e);
-		LWLockRelease(&rl_locks[partno].lock);
-		if (rec_end > end)
+	for (i = 0; i < ntouched; i++)
+		if ((rec_end = touched_image(&touched_few[i])) > end)
 			end = rec_end;
+	if (touched != NULL)
+	{
+		HASH_SEQ_STATUS seq;
+		RlTouched  *t;
+
+		hash_seq_init(&seq, touched);
+		while ((t = hash_seq_search(&seq)) != NULL)
+			if ((rec_end = touched_image(t)) > end)
+				end = rec_end;
 	}
 	return end;
 }
@@ -220,14 +241,14 @@ wal_xact_callback(XactEvent event, void *arg)
 	XLogRecPtr	end = xact_end;
 	XLogRecPtr	images;
 
-	if (touched == NULL && end == InvalidXLogRecPtr)
+	if (ntouched == 0 && end == InvalidXLogRecPtr)
 		return;
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
-			images = touched != NULL ? touched_log() : InvalidXLogRecPtr;
+			images = touched_log();
 			if (images > end)
 				end = images;
 			if (end != InvalidXLogRecPtr &&
@@ -237,12 +258,12 @@ wal_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			if (touched != NULL)
-				(void) touched_log();
+			(void) touched_log();
 			break;
 		default:
 			break;
 	}
+	ntouched = 0;
 	touched = NULL;
 	xact_end = InvalidXLogRecPtr;
 }
@@ -255,23 +276,33 @@ void
 rl_store_wal_note(const RlCall *call)
 {
 	int			i;
+	int			j;
 
-	if (touched == NULL)
-	{
-		HASHCTL		ctl;
-
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(uint32);
-		ctl.entrysize = sizeof(RlTouched);
-		ctl.hcxt = TopTransactionContext;
-		touched = hash_create("ratelimit durable keys", 16, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
 	for (i = 0; i < call->ndurable; i++)
 	{
-		RlTouched  *t = hash_search(touched, &call->durable[i], HASH_ENTER,
-									NULL);
+		RlTouched  *t = NULL;
 
+		for (j = 0; j < ntouched && t == NULL; j++)
+			if (touched_few[j].idx == call->durable[i])
+				t = &touched_few[j];
+		if (t == NULL && ntouched < RL_TOUCHED_FEW)
+			t = &touched_few[ntouched++];
+		else if (t == NULL)
+		{
+			if (touched == NULL)
+			{
+				HASHCTL		ctl;
+
+				memset(&ctl, 0, sizeof(ctl));
+				ctl.keysize = sizeof(uint32);
+				ctl.entrysize = sizeof(RlTouched);
+				ctl.hcxt = TopTransactionContext;
+				touched = hash_create("ratelimit durable keys", 64, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+			}
+			t = hash_search(touched, &call->durable[i], HASH_ENTER, NULL);
+		}
+		t->idx = call->durable[i];
 		t->incarnation = call->durable_inc[i];
 	}
 }

@@ -71,7 +71,8 @@ psql_q "CREATE EXTENSION ratelimit"
 wait_ready
 psql_q "INSERT INTO rl_policy (name, algo, \"limit\", per, durable) VALUES
 	('d', 'token_bucket', 1000000000, '3650 days', true),
-	('n', 'token_bucket', 1000000000, '3650 days', false)"
+	('n', 'token_bucket', 1000000000, '3650 days', false),
+	('f', 'fixed_window', 1000000000, '3650 days', true)"
 psql_q "CREATE TABLE orders_d (tenant int NOT NULL, note text);
 	CREATE TRIGGER q BEFORE INSERT ON orders_d FOR EACH ROW EXECUTE FUNCTION rl_enforce('d', 'tenant');
 	CREATE TABLE orders_n (tenant int NOT NULL, note text);
@@ -165,7 +166,7 @@ echo
 
 # ---- restart ----
 psql_q "TRUNCATE orders_d, orders_n; SELECT rl_reset_all()" >/dev/null
-psql_q "SELECT count(rl_allow(i::text, 'd')) FROM generate_series(1, $nkeys) i" >/dev/null
+psql_q "SELECT count(rl_allow(i::text, 'f')) FROM generate_series(1, $nkeys) i" >/dev/null
 psql_q "CHECKPOINT"
 keys=$(psql_q "SELECT durable_keys FROM rl_durable_info()")
 wal_before=$(psql_q "SELECT pg_current_wal_insert_lsn()")
@@ -180,7 +181,7 @@ start
 t3=$(date +%s.%N)
 wait_ready
 t4=$(date +%s.%N)
-back=$(psql_q "SELECT count(*) FROM generate_series(1, $nkeys, 1000) i WHERE (rl_check(i::text, 'd', cost => 0)).remaining = 999999999")
+back=$(psql_q "SELECT count(*) FROM generate_series(1, $nkeys, 1000) i WHERE (rl_check(i::text, 'f', cost => 0)).remaining = 999999999")
 as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null
 t5=$(date +%s.%N)
 start

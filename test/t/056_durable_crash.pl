@@ -216,4 +216,41 @@ is($node->safe_psql('postgres',
 	'1000000', 'a non-durable policy starts afresh after a crash');
 
 $node->stop;
+
+# a store full of durable keys: a new durable key fails with 53400
+# (fail_mode does not apply), an ordinary call follows fail_mode, and the
+# durable keys are neither reclaimed nor evicted
+my $tiny = PostgreSQL::Test::Cluster->new('tiny');
+$tiny->init;
+$tiny->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'ratelimit'
+ratelimit.durable = on
+ratelimit.max_keys = 256
+});
+$tiny->start;
+$tiny->safe_psql('postgres', q{
+	CREATE EXTENSION ratelimit;
+	INSERT INTO rl_policy (name, algo, "limit", per, durable)
+	VALUES ('q', 'fixed_window', 10, '1 second', true);
+});
+$tiny->poll_query_until('postgres', 'SELECT durable_ready FROM rl_durable_info()')
+  or die 'durable keys never became ready';
+is($tiny->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE rl_allow(i::text, 'q', at => '2026-01-01'))
+	FROM generate_series(1, 256) i}), '256', 'the store filled with durable keys');
+my ($ret, $out, $err) = $tiny->psql('postgres',
+	"SELECT rl_allow('one more', 'q')", extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/53400: no room in the ratelimit store for a key of durable policy "q"/,
+	'a new durable key without room fails with 53400');
+is($tiny->safe_psql('postgres', q{
+	SELECT rl_allow('ordinary', 'fixed_window', 1, '1 second');
+	SELECT refused FROM rl_store_info()}), "t\n2",
+	'an ordinary key without room follows fail_mode (the durable keys are not evicted, though idle); both calls count as refused');
+$tiny->stop('immediate');
+$tiny->start;
+is($tiny->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE (rl_check(i::text, 'q', at => '2026-01-01', cost => 0)).remaining = 9)
+	FROM generate_series(1, 256) i}), '256', 'and all of them survive a crash');
+$tiny->stop;
+
 done_testing();
