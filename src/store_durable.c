@@ -32,6 +32,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "port/pg_crc32c.h"
+#include "portability/instr_time.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
 
@@ -249,7 +250,10 @@ rl_durable_file_write(uint64 end, const char *why)
 	bool		ok;
 	int			fd;
 	int			partno;
+	instr_time	start;
+	instr_time	took;
 
+	INSTR_TIME_SET_CURRENT(start);
 	(void) unlink(RL_DURABLE_TMP);
 	fd = OpenTransientFile(RL_DURABLE_TMP,
 						   O_WRONLY | O_CREAT | O_EXCL | PG_BINARY);
@@ -333,9 +337,14 @@ rl_durable_file_write(uint64 end, const char *why)
 	}
 	/* fsyncs the file, renames, fsyncs the directory */
 	if (durable_rename(RL_DURABLE_TMP, RL_DURABLE_FILE, LOG) == 0)
+	{
+		INSTR_TIME_SET_CURRENT(took);
+		INSTR_TIME_SUBTRACT(took, start);
 		ereport(LOG,
-				(errmsg("ratelimit saved " UINT64_FORMAT " durable keys up to %X/%X (%s)",
-						hdr.count, LSN_FORMAT_ARGS(end), why)));
+				(errmsg("ratelimit saved " UINT64_FORMAT " durable keys up to %X/%X (%s) in %.3f s",
+						hdr.count, LSN_FORMAT_ARGS(end), why,
+						INSTR_TIME_GET_DOUBLE(took))));
+	}
 }
 
 /* Log that the durable file is ignored, and why. */
@@ -379,7 +388,10 @@ durable_file_load(void)
 	struct stat st;
 	int			fd;
 	uint64		i;
+	instr_time	start;
+	instr_time	took;
 
+	INSTR_TIME_SET_CURRENT(start);
 	fd = OpenTransientFile(RL_DURABLE_FILE, O_RDONLY | O_NONBLOCK | PG_BINARY);
 	if (fd < 0)
 	{
@@ -460,9 +472,12 @@ durable_file_load(void)
 	}
 	pfree(data);
 	rl_store->durable_file_end = hdr.end;
+	INSTR_TIME_SET_CURRENT(took);
+	INSTR_TIME_SUBTRACT(took, start);
 	ereport(LOG,
-			(errmsg("ratelimit loaded " UINT64_FORMAT " durable keys up to %X/%X",
-					hdr.count, LSN_FORMAT_ARGS(hdr.end))));
+			(errmsg("ratelimit loaded " UINT64_FORMAT " durable keys up to %X/%X in %.3f s",
+					hdr.count, LSN_FORMAT_ARGS(hdr.end),
+					INSTR_TIME_GET_DOUBLE(took))));
 }
 
 /*

@@ -20,8 +20,9 @@
 # Run as root (it builds this tree into a private copy of PG_CONFIG's
 # installation, as the test command does).  Prints markdown.
 #
-# Settings (environment): RL_BENCH_SECONDS (pgbench run, 10),
-# RL_BENCH_ROUNDS (3), RL_BENCH_DURABLE_KEYS (restart part, 1000000).
+# Settings (environment): RL_BENCH_DURABLE_PARTS (wal pgbench insert
+# restart), RL_BENCH_SECONDS (pgbench run, 10), RL_BENCH_ROUNDS (3),
+# RL_BENCH_DURABLE_KEYS (restart part, 1000000).
 
 set -euo pipefail
 
@@ -32,6 +33,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 seconds=${RL_BENCH_SECONDS:-10}
 rounds=${RL_BENCH_ROUNDS:-3}
 nkeys=${RL_BENCH_DURABLE_KEYS:-1000000}
+parts=${RL_BENCH_DURABLE_PARTS:-wal pgbench insert restart}
+has_part() { [[ " $parts " == *" $1 "* ]]; }
 as_pg() { runuser -u postgres -- "$@"; }
 
 bench_install
@@ -104,6 +107,7 @@ INSERT INTO orders_$p SELECT :k FROM generate_series(1, 100);
 EOF
 done
 chmod a+r "$tmp"/*.sql
+has_part wal && {
 psql_q "CHECKPOINT"
 one_d=$(wal_of "$tmp/one_d.sql" 2000)
 one_n=$(wal_of "$tmp/one_n.sql" 2000)
@@ -116,6 +120,7 @@ echo "|---|---:|---:|---:|"
 awk -v d="$one_d" -v n="$one_n" 'BEGIN { printf "| one direct decision per transaction (2,000 transactions) | %.1f B | %.1f B | **%.1f B** |\n", n / 2000, d / 2000, (d - n) / 2000 }'
 awk -v d="$rows_d" -v n="$rows_n" 'BEGIN { printf "| 100 trigger rows on one key per transaction (500 transactions) | %.0f B per transaction | %.0f B per transaction | **%.2f B** |\n", n / 500, d / 500, (d - n) / 50000 }'
 echo
+}
 
 # ---- pgbench ----
 tps() {
@@ -123,12 +128,13 @@ tps() {
 		sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
 declare -A runs
+median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+has_part pgbench && {
 for r in $(seq "$rounds"); do
 	runs[n]+="$(tps "$tmp/one_n.sql" "") "
 	runs[flush]+="$(tps "$tmp/one_d.sql" "") "
 	runs[async]+="$(tps "$tmp/one_d.sql" "-c ratelimit.durable_commit=async") "
 done
-median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 mn=$(median <<<"${runs[n]}")
 mf=$(median <<<"${runs[flush]}")
 ma=$(median <<<"${runs[async]}")
@@ -140,6 +146,7 @@ echo "| non-durable | ${runs[n]}| $mn | 1 |"
 awk -v a="$mn" -v b="$mf" -v r="${runs[flush]}" 'BEGIN { printf "| durable, durable_commit = flush (the default: no XID, so it flushes) | %s| %s | **%.2f** |\n", r, b, a / b }'
 awk -v a="$mn" -v b="$ma" -v r="${runs[async]}" 'BEGIN { printf "| durable, durable_commit = async | %s| %s | **%.2f** |\n", r, b, a / b }'
 echo
+}
 
 # ---- insert ----
 insert_time() {
@@ -148,6 +155,7 @@ insert_time() {
 		-c "INSERT INTO orders_$1 SELECT i % 1000 FROM generate_series(1, 1000000) i" |
 		sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'
 }
+has_part insert && {
 ins_n=""
 ins_d=""
 for r in $(seq "$rounds"); do
@@ -163,8 +171,10 @@ echo "|---|---|---:|---:|"
 echo "| non-durable | $ins_n| $mi_n | 1 |"
 awk -v a="$mi_d" -v b="$mi_n" -v r="$ins_d" 'BEGIN { printf "| durable | %s| %s | **%.2f** |\n", r, a, a / b }'
 echo
+}
 
 # ---- restart ----
+has_part restart || exit 0
 psql_q "TRUNCATE orders_d, orders_n; SELECT rl_reset_all()" >/dev/null
 psql_q "SELECT count(rl_allow(i::text, 'f')) FROM generate_series(1, $nkeys) i" >/dev/null
 psql_q "CHECKPOINT"
@@ -197,4 +207,4 @@ awk -v a="$t2" -v b="$t3" -v c="$t4" 'BEGIN { printf "| after an immediate shutd
 echo "| sampled keys with their consumption after the restart | $back of $(( (nkeys + 999) / 1000 )) |"
 awk -v a="$t5" -v b="$t6" -v c="$t7" 'BEGIN { printf "| a second crash with no traffic since (the durable file only) | %.2f s, ready after %.2f s |\n", b - a, c - a }'
 echo
-grep -h "ratelimit \(loaded\|saved\)" "$tmp/server.log" | tail -4 | sed 's/^/    /'
+grep -h "ratelimit \(loaded\|saved\)\|redo done\|ready to accept" "$tmp/server.log" | tail -8 | sed 's/^/    /'
