@@ -34,6 +34,10 @@
  *					 "Isolation")
  *	store_entry.c	 the pool, keys, entries: creating, removing, reclaiming
  *					 and evicting them
+ *	store_durable.c	 durable keys' images: logging one, putting one back,
+ *					 the durable file
+ *	store_wal.c		 durable keys in WAL: the resource manager, images at
+ *					 pre-commit, redo, the sweeper that covers checkpoints
  *	store_engine.c	 the engine's decisions and refunds (the hot path)
  *	store_admin.c	 the engine's resets, figures, listings and images
  * store_int.h has what they share, the lookup of a key's entry inline.
@@ -54,11 +58,14 @@
  *	  kept in atomic counters, changed under the partition lock of the entry
  *	  concerned and read without a lock (shares are a heuristic; an owner
  *	  slot is only handed over once nothing counts on it).
- *	- Under any of them: no allocation, no ereport, no I/O.  The clock is
+ *	- Under any of them: no allocation, no ereport, no I/O, but for the WAL
+ *	  record of a durable key's change (store_wal.c), inserted under its
+ *	  partition lock as PostgreSQL inserts a buffer change's.  The clock is
  *	  read before the lock is taken.
  *
  * Reclaim: an entry whose state is back to that of a new key (its idle_at
- * has passed) can be dropped without changing any decision.  When a
+ * has passed) can be dropped without changing any decision; a durable
+ * key's never is (it stays until reset), nor is it evicted.  When a
  * partition has no free entry, the inserting call advances the partition's
  * clock hand over a bounded number of entries and frees those idle since
  * before both the real clock and the call's time, less a margin (a caller

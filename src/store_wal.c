@@ -162,11 +162,17 @@ image_log_if_allowed(RlEntry *e)
 	return rl_durable_image_log(e);
 }
 
-/* Log a durable entry's image (after a refund); partition lock held. */
+/*
+ * Log a durable entry's image (after a refund); partition lock held.  The
+ * record's end is kept: an abort flushes it (wal_xact_callback).
+ */
 void
 rl_store_wal_image(RlEntry *e)
 {
-	(void) image_log_if_allowed(e);
+	XLogRecPtr	end = image_log_if_allowed(e);
+
+	if (end > xact_end)
+		xact_end = end;
 }
 
 /* Log that a durable entry is dropped (a reset); partition lock held. */
@@ -231,9 +237,11 @@ touched_log(void)
  * they precede its commit record, so a transaction with an XID has them
  * flushed with its commit (and waits for synchronous standbys with it).
  * One without an XID writes no commit record: with durable_commit = flush
- * its images (and resets) are flushed here.  At an abort the images are logged too: a
- * consumption that is not given back (ratelimit.refund_on_rollback off)
- * stays in memory, and stays after a crash.
+ * its images (and resets) are flushed here.  At an abort the images are
+ * logged too: a consumption that is not given back (direct calls with
+ * ratelimit.refund_on_rollback off) stays in memory, and stays after a
+ * crash; with durable_commit = flush they are flushed, with the refunds'
+ * images.
  */
 static void
 wal_xact_callback(XactEvent event, void *arg)
@@ -258,7 +266,19 @@ wal_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			(void) touched_log();
+			/*
+			 * The refunds (refund.c's callback runs before this one: it is
+			 * registered later, in the backend) and the images of what
+			 * stays.  Flushed: a concurrent transaction's commit may have
+			 * flushed an image holding this one's consumption, which must
+			 * not survive a crash once the rollback returned.
+			 */
+			images = touched_log();
+			if (images > end)
+				end = images;
+			if (end != InvalidXLogRecPtr &&
+				rl_durable_commit == RL_COMMIT_FLUSH)
+				XLogFlush(end);
 			break;
 		default:
 			break;

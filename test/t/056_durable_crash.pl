@@ -164,6 +164,25 @@ $node->safe_psql('postgres', q{
 crash_and_start('immediate');
 is($node->safe_psql('postgres', $usage_sql), $before, 'rolled-back rows are not kept');
 
+# a rollback while another session's commit logged an image holding the
+# rolled-back consumption: the refund is flushed with the rollback, so the
+# crash right after it does not bring the consumption back
+my $inflight = $node->background_psql('postgres');
+$inflight->query_safe(q{
+	SET ratelimit.refund_on_rollback = on;
+	BEGIN;
+	SELECT rl_allow('shared', 'orders', cost => 40);
+});
+$node->safe_psql('postgres', "SELECT rl_allow('shared', 'orders', cost => 2)");
+$inflight->query_safe('ROLLBACK');
+$node->stop('immediate');
+$inflight->quit;
+$node->start;
+wait_ready();
+is($node->safe_psql('postgres',
+	"SELECT 1000000 - remaining FROM rl_check('shared', 'orders', cost => 0)"),
+	'2', 'a rollback just before a crash stays rolled back');
+
 # a reset key stays reset, before and after a checkpoint
 $node->safe_psql('postgres', "SELECT rl_reset('direct', policy => 'orders')");
 crash_and_start('immediate');

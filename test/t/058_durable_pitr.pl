@@ -51,10 +51,9 @@ $primary->safe_psql('postgres', q{
 	INSERT INTO orders (tenant) SELECT 3 FROM generate_series(1, 20);
 	SELECT rl_reset('2', policy => 'orders');
 	CHECKPOINT;
-	SELECT pg_switch_wal();
 });
 my $walfile = $primary->safe_psql('postgres',
-	'SELECT pg_walfile_name(pg_current_wal_lsn())');
+	'SELECT pg_walfile_name(pg_switch_wal())');
 $primary->poll_query_until('postgres',
 	"SELECT last_archived_wal >= '$walfile' FROM pg_stat_archiver")
   or die 'the WAL was not archived';
