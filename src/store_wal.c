@@ -256,6 +256,17 @@ wal_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PARALLEL_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
+			/*
+			 * The sweeper stopped since the call (shutdown, or terminated
+			 * by hand): the images cannot be logged, so the transaction
+			 * must not commit (its consumption would not survive a crash).
+			 */
+			if (ntouched > 0 && rl_durable && !RecoveryInProgress() &&
+				!log_allowed())
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("durable policies are not available yet"),
+						 errdetail("The ratelimit sweeper stopped before this transaction could log its durable keys.")));
 			images = touched_log();
 			if (images > end)
 				end = images;
@@ -545,11 +556,12 @@ static RmgrData rl_rmgr = {
 /* ---- the sweeper ---- */
 
 /*
- * Log an image of every durable key whose latest image precedes redo, a
- * chunk of entries per hold of a partition lock, then SWEPT(redo).
+ * Log an image of every durable key whose latest image precedes redo (all:
+ * of every durable key), a chunk of entries per hold of a partition lock,
+ * then SWEPT(redo).
  */
 static void
-sweep(XLogRecPtr redo)
+sweep(XLogRecPtr redo, bool all)
 {
 	RlWalSwept	rec;
 	uint64		n = 0;
@@ -571,7 +583,7 @@ sweep(XLogRecPtr redo)
 				RlEntry    *e = &rl_entries[base + j];
 
 				if ((e->flags & RL_ENTRY_DURABLE) &&
-					rl_entry_lsn[base + j] < redo)
+					(all || rl_entry_lsn[base + j] < redo))
 				{
 					(void) rl_durable_image_log(e);
 					n++;
@@ -585,7 +597,8 @@ sweep(XLogRecPtr redo)
 	rec.keys = n;
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
-	(void) XLogInsert(RL_RMGR_ID, XLOG_RL_SWEPT);
+	/* flushed: a checkpoint's would, but a sweep after a restart has none */
+	XLogFlush(XLogInsert(RL_RMGR_ID, XLOG_RL_SWEPT));
 	SpinLockAcquire(&rl_store->durable_lock);
 	rl_store->durable_covered = redo;
 	rl_store->durable_sweeps++;
@@ -650,7 +663,7 @@ sweeper_loop(void)
 		covered = rl_store->durable_covered;
 		SpinLockRelease(&rl_store->durable_lock);
 		if (covered < redo)
-			sweep(redo);
+			sweep(redo, false);
 		if ((redo != swapped_redo ||
 			 TimestampDifferenceExceeds(swapped_at, GetCurrentTimestamp(),
 										RL_SWEEPER_SWAP_MS)) &&
@@ -707,6 +720,7 @@ rl_sweeper_main(Datum arg)
 {
 	ControlFileData *cf;
 	bool		crc_ok;
+	bool		restarted;
 
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -724,14 +738,27 @@ rl_sweeper_main(Datum arg)
 		rl_store->durable_covered = cf->checkPoint;
 	SpinLockRelease(&rl_store->durable_lock);
 
-	(void) sweeper_swap(true);
 	SpinLockAcquire(&rl_store->durable_lock);
-	rl_store->durable_armed = true;
-	rl_store->durable_stopping = false;
+	restarted = rl_store->durable_stopping;
 	SpinLockRelease(&rl_store->durable_lock);
 
 	PG_TRY();
 	{
+		(void) sweeper_swap(true);
+
+		/*
+		 * A sweeper of this server stopped (terminated by hand): its file
+		 * may hold the consumption of transactions that rolled back since,
+		 * unlogged while no sweeper ran.  Every key is imaged again before
+		 * durable calls resume.
+		 */
+		if (restarted)
+			sweep(GetRedoRecPtr(), true);
+		SpinLockAcquire(&rl_store->durable_lock);
+		rl_store->durable_armed = true;
+		rl_store->durable_stopping = false;
+		SpinLockRelease(&rl_store->durable_lock);
+
 		sweeper_loop();
 		sweeper_stop();
 	}
@@ -741,7 +768,8 @@ rl_sweeper_main(Datum arg)
 		elog(PANIC, "the ratelimit sweeper failed while holding checkpoints back");
 	}
 	PG_END_TRY();
-	proc_exit(0);
+	/* 1: started again unless the server is stopping (terminated by hand) */
+	proc_exit(1);
 }
 
 /* ---- start ---- */

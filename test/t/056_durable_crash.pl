@@ -183,6 +183,26 @@ is($node->safe_psql('postgres',
 	"SELECT 1000000 - remaining FROM rl_check('shared', 'orders', cost => 0)"),
 	'2', 'a rollback just before a crash stays rolled back');
 
+# the sweeper terminated by hand while a transaction holds durable
+# consumption: the transaction cannot log its images, so it must not commit
+# (and its rows are given back), or a crash would lose committed usage
+my $late = $node->background_psql('postgres', on_error_stop => 0);
+$late->query_safe(q{
+	BEGIN;
+	INSERT INTO orders (tenant) SELECT 5 FROM generate_series(1, 30);
+});
+$node->safe_psql('postgres', q{
+	SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+	WHERE backend_type = 'ratelimit sweeper'});
+my ($late_out, $late_ret) = $late->query('COMMIT');
+like($late->{stderr}, qr/durable policies are not available yet/,
+	'a commit after the sweeper stopped fails');
+$late->quit;
+wait_ready();
+crash_and_start('immediate');
+is($node->safe_psql('postgres', $usage_sql), $before,
+	'and neither its rows nor its usage are kept');
+
 # a reset key stays reset, before and after a checkpoint
 $node->safe_psql('postgres', "SELECT rl_reset('direct', policy => 'orders')");
 crash_and_start('immediate');
