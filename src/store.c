@@ -15,8 +15,6 @@
  *	RlBlock[]		 the pool: 64-byte blocks for sliding-log entries and
  *					 for the bytes of keys longer than RL_KEY_INLINE
  *	uint32[]		 the pool's chain links, parallel to the blocks
- *	uint64[]		 per entry, where its latest durable image starts in WAL
- *					 (store_wal.c)
  *
  * An entry's identity is (database, algorithm, key bytes); its 64-bit hash
  * picks a partition and a bucket, and the full key is always compared, so
@@ -109,7 +107,6 @@ RlEntry    *rl_entries;
 uint32	   *rl_buckets;
 RlBlock    *rl_blocks;
 uint32	   *rl_block_next;
-uint64	   *rl_entry_lsn;
 
 /*
  * Define the store's settings (from _PG_init, while
@@ -185,7 +182,6 @@ store_size(void)
 	size = add_size(size, MAXALIGN(mul_size(nentries, sizeof(uint32))));
 	size = add_size(size, mul_size(layout_blocks(), sizeof(RlBlock)));
 	size = add_size(size, MAXALIGN(mul_size(layout_blocks(), sizeof(uint32))));
-	size = add_size(size, mul_size(nentries, sizeof(uint64)));
 	return size;
 }
 
@@ -228,8 +224,6 @@ rl_store_startup(void)
 	rl_blocks = (RlBlock *) p;
 	p += (Size) nblocks * sizeof(RlBlock);
 	rl_block_next = (uint32 *) p;
-	p += MAXALIGN((Size) nblocks * sizeof(uint32));
-	rl_entry_lsn = (uint64 *) p;
 	rl_locks = GetNamedLWLockTranche(RL_TRANCHE);
 
 	if (found)
@@ -293,7 +287,6 @@ rl_store_startup(void)
 		part->durable = 0;
 		for (j = 0; j < per_part; j++)
 		{
-			rl_entry_lsn[base + j] = 0;
 			rl_entries[base + j].flags = 0;
 			rl_entries[base + j].next = j + 1 < per_part ? base + j + 1 : RL_NIL;
 			rl_buckets[base + j] = RL_NIL;

@@ -14,8 +14,8 @@
  *
  * File format (native byte order): a header (magic, format, the system
  * identifier, the LSN up to which the file holds every durable record, the
- * entry count); per durable key its IMAGE body, the start of its latest
- * image in WAL and the key bytes; a CRC-32C of the entries then the header.
+ * entry count); per durable key its IMAGE body and the key bytes; a CRC-32C
+ * of the entries then the header.
  *
  *-------------------------------------------------------------------------
  */
@@ -89,7 +89,6 @@ rl_durable_image_log(RlEntry *e)
 	XLogRegisterData((char *) &rec, sizeof(rec));
 	XLogRegisterData(key_buf, keylen);
 	end = XLogInsert(RL_RMGR_ID, XLOG_RL_IMAGE);
-	rl_entry_lsn[entry_index(e)] = ProcLastRecPtr;
 	return end;
 }
 
@@ -148,11 +147,12 @@ image_owner(Oid dbid, Oid roleid)
 /*
  * Put a durable key's image in the store (redo, the durable file): the
  * entry is created if need be (by reclaiming or evicting ordinary keys),
- * its state overwritten.  image_lsn: where the image starts in WAL.
+ * its state overwritten.  redo: an image replayed, marked as seen since
+ * the last sweep's end (store_wal.c's swept_apply).
  */
 void
 rl_durable_image_apply(const RlWalImage *rec, const char *key,
-					   uint64 image_lsn)
+					   bool redo)
 {
 	RlSlot		slot = rl_store_slot(rec->dbid, (RlAlgo) rec->algo, key,
 									 rec->keylen);
@@ -202,7 +202,8 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 	e->last = rec->last;
 	e->idle_at = rec->idle_at;
 	e->st = rec->st;
-	rl_entry_lsn[entry_index(e)] = image_lsn;
+	if (redo)
+		e->flags |= RL_ENTRY_SEEN;
 	LWLockRelease(&rl_locks[slot.partno].lock);
 }
 
@@ -242,7 +243,7 @@ write_all(int fd, const char *buf, size_t len)
 void
 rl_durable_file_write(uint64 end, const char *why)
 {
-	Size		chunk = RL_WAL_CHUNK * (sizeof(RlWalImage) + sizeof(uint64) +
+	Size		chunk = RL_WAL_CHUNK * (sizeof(RlWalImage) +
 										RL_MAX_STORED_KEY);
 	char	   *buf = palloc(chunk);
 	RlDurableHeader hdr;
@@ -291,11 +292,8 @@ rl_durable_file_write(uint64 end, const char *why)
 					continue;
 				keylen = image_of(e, &rec);
 				memcpy(buf + used, &rec, sizeof(rec));
-				memcpy(buf + used + sizeof(rec), &rl_entry_lsn[base + j],
-					   sizeof(uint64));
-				memcpy(buf + used + sizeof(rec) + sizeof(uint64), key_buf,
-					   keylen);
-				used += sizeof(rec) + sizeof(uint64) + keylen;
+				memcpy(buf + used + sizeof(rec), key_buf, keylen);
+				used += sizeof(rec) + keylen;
 				hdr.count++;
 			}
 			if (IsUnderPostmaster)
@@ -444,14 +442,13 @@ durable_file_load(void)
 	{
 		RlWalImage	rec;
 
-		if (p + sizeof(rec) + sizeof(uint64) > data + size - sizeof(crc))
+		if (p + sizeof(rec) > data + size - sizeof(crc))
 			break;
 		memcpy(&rec, p, sizeof(rec));
 		if (!image_sane(&rec) ||
-			p + sizeof(rec) + sizeof(uint64) + rec.keylen >
-			data + size - sizeof(crc))
+			p + sizeof(rec) + rec.keylen > data + size - sizeof(crc))
 			break;
-		p += sizeof(rec) + sizeof(uint64) + rec.keylen;
+		p += sizeof(rec) + rec.keylen;
 	}
 	if (i != hdr.count || p != data + size - sizeof(crc))
 	{
@@ -463,12 +460,10 @@ durable_file_load(void)
 	for (i = 0; i < hdr.count; i++)
 	{
 		RlWalImage	rec;
-		uint64		lsn;
 
 		memcpy(&rec, p, sizeof(rec));
-		memcpy(&lsn, p + sizeof(rec), sizeof(lsn));
-		rl_durable_image_apply(&rec, p + sizeof(rec) + sizeof(lsn), lsn);
-		p += sizeof(rec) + sizeof(uint64) + rec.keylen;
+		rl_durable_image_apply(&rec, p + sizeof(rec), false);
+		p += sizeof(rec) + rec.keylen;
 	}
 	pfree(data);
 	rl_store->durable_file_end = hdr.end;

@@ -227,7 +227,6 @@ rl_store_create(RlSlot slot, const RlRequest *req, int64 before,
 		e->flags |= RL_ENTRY_DURABLE;
 		part->durable++;
 	}
-	rl_entry_lsn[idx] = 0;
 	if (++part->incarnations == 0)
 		part->incarnations = 1;
 	e->incarnation = part->incarnations;

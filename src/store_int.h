@@ -43,6 +43,8 @@
 #define RL_ENTRY_USED		0x01
 #define RL_ENTRY_DURABLE	0x02	/* logged in WAL (store_wal.c): never
 									 * reclaimed nor evicted */
+#define RL_ENTRY_SEEN		0x04	/* redo: imaged since the last sweep's
+									 * end (store_wal.c) */
 
 /* the store-wide overflow owner's slot */
 #define RL_OWNER_OVERFLOW	0
@@ -148,8 +150,6 @@ extern rl_hidden RlEntry *rl_entries;
 extern rl_hidden uint32 *rl_buckets;
 extern rl_hidden RlBlock *rl_blocks;
 extern rl_hidden uint32 *rl_block_next;
-extern rl_hidden uint64 *rl_entry_lsn;	/* per entry: start of its latest
-										 * durable image (XLogRecPtr) */
 
 /*
  * What one call (or one restored entry) does in the store: whose it is,
@@ -375,7 +375,7 @@ typedef struct RlWalDrop
 extern uint64 rl_durable_image_log(RlEntry *e);
 extern uint64 rl_durable_drop_log(RlEntry *e);
 extern void rl_durable_image_apply(const RlWalImage *rec, const char *key,
-								   uint64 image_lsn);
+								   bool redo);
 extern void rl_durable_file_write(uint64 end, const char *why);
 
 /* store_wal.c: durable keys (under the entry's partition lock, but noted) */

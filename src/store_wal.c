@@ -24,7 +24,7 @@
  * a key idle since before R must have an image after R.  Extensions get
  * no checkpoint hook, so the sweeper (one background worker) holds every
  * checkpoint back with DELAY_CHKPT_COMPLETE until it has logged an image
- * of each durable key whose latest image precedes R, then SWEPT(R): a
+ * of every durable key, then SWEPT(R): a
  * checkpoint that collected the sweeper's virtual transaction id waits
  * until that id stops delaying it.  The sweeper swaps its id for a new one
  * (keeping the flag raised) only while holding ProcArrayLock exclusively
@@ -390,12 +390,13 @@ drop_apply(const RlWalDrop *rec, const char *key)
 }
 
 /*
- * Redo of SWEPT(redo): the primary imaged every durable key live at that
- * point after redo; a durable key without such an image was dropped (a
- * reset the durable file predates).
+ * Redo of SWEPT(R): the primary imaged every durable key live then, after
+ * R.  A durable key with no image replayed since the previous SWEPT (or
+ * the start of redo) was dropped: a reset the durable file predates, whose
+ * DROP precedes the redo start.  The others start the next round unseen.
  */
 static void
-swept_apply(XLogRecPtr redo)
+swept_apply(void)
 {
 	int			partno;
 
@@ -409,8 +410,11 @@ swept_apply(XLogRecPtr redo)
 		{
 			RlEntry    *e = &rl_entries[base + j];
 
-			if ((e->flags & RL_ENTRY_DURABLE) && rl_entry_lsn[base + j] < redo)
+			if ((e->flags & (RL_ENTRY_DURABLE | RL_ENTRY_SEEN)) ==
+				RL_ENTRY_DURABLE)
 				rl_store_remove(partno, e);
+			else
+				e->flags &= ~RL_ENTRY_SEEN;
 		}
 		LWLockRelease(&rl_locks[partno].lock);
 	}
@@ -452,7 +456,7 @@ rl_wal_redo(XLogReaderState *record)
 
 				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
 				key = record_key(record, sizeof(rec), rec.keylen, rec.format);
-				rl_durable_image_apply(&rec, key, record->ReadRecPtr);
+				rl_durable_image_apply(&rec, key, true);
 				break;
 			}
 		case XLOG_RL_DROP:
@@ -470,7 +474,7 @@ rl_wal_redo(XLogReaderState *record)
 				RlWalSwept	rec;
 
 				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
-				swept_apply(rec.redo);
+				swept_apply();
 				SpinLockAcquire(&rl_store->durable_lock);
 				if (rec.redo > rl_store->durable_covered)
 					rl_store->durable_covered = rec.redo;
@@ -556,12 +560,11 @@ static RmgrData rl_rmgr = {
 /* ---- the sweeper ---- */
 
 /*
- * Log an image of every durable key whose latest image precedes redo (all:
- * of every durable key), a chunk of entries per hold of a partition lock,
- * then SWEPT(redo).
+ * Log an image of every durable key, a chunk of entries per hold of a
+ * partition lock, then SWEPT(redo).
  */
 static void
-sweep(XLogRecPtr redo, bool all)
+sweep(XLogRecPtr redo)
 {
 	RlWalSwept	rec;
 	uint64		n = 0;
@@ -582,8 +585,7 @@ sweep(XLogRecPtr redo, bool all)
 			{
 				RlEntry    *e = &rl_entries[base + j];
 
-				if ((e->flags & RL_ENTRY_DURABLE) &&
-					(all || rl_entry_lsn[base + j] < redo))
+				if (e->flags & RL_ENTRY_DURABLE)
 				{
 					(void) rl_durable_image_log(e);
 					n++;
@@ -663,7 +665,7 @@ sweeper_loop(void)
 		covered = rl_store->durable_covered;
 		SpinLockRelease(&rl_store->durable_lock);
 		if (covered < redo)
-			sweep(redo, false);
+			sweep(redo);
 		if ((redo != swapped_redo ||
 			 TimestampDifferenceExceeds(swapped_at, GetCurrentTimestamp(),
 										RL_SWEEPER_SWAP_MS)) &&
@@ -753,7 +755,7 @@ rl_sweeper_main(Datum arg)
 		 * durable calls resume.
 		 */
 		if (restarted)
-			sweep(GetRedoRecPtr(), true);
+			sweep(GetRedoRecPtr());
 		SpinLockAcquire(&rl_store->durable_lock);
 		rl_store->durable_armed = true;
 		rl_store->durable_stopping = false;
