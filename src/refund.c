@@ -293,7 +293,15 @@ same_refund(const RlTarget *target, const RlParams *p, int64 t, int64 u)
 	switch (rl_algo(target->id.algo)->refund_grain)
 	{
 		case RL_GRAIN_WINDOW:
-			return rl_floor_div(t, p->per) == rl_floor_div(u, p->per);
+			{
+				int64		ts,
+							us,
+							end;
+
+				rl_window_bounds(p, t, &ts, &end);
+				rl_window_bounds(p, u, &us, &end);
+				return ts == us;
+			}
 		case RL_GRAIN_NONE:
 			return true;
 		case RL_GRAIN_EXACT:
@@ -332,7 +340,8 @@ spent_add(RlAmount *a, int64 t, int64 cost, bool no_oom)
 static bool
 same_params(const RlParams *p, const RlParams *q)
 {
-	return p->limit == q->limit && p->per == q->per && p->burst == q->burst;
+	return p->limit == q->limit && p->per == q->per && p->burst == q->burst &&
+		rl_period_equal(&p->period, &q->period);
 }
 
 /* The level of the current (sub)transaction, made if it has none. */
