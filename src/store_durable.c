@@ -3,7 +3,8 @@
  * store_durable.c
  *		Durable keys' images (store_wal.c has the design): the record of a
  *		key's whole state, putting one back in the store (redo, the file),
- *		and the durable file, pg_stat/ratelimit.durable.
+ *		the records described (pg_waldump), and the durable file,
+ *		pg_stat/ratelimit.durable.
  *
  * An image is taken under the entry's partition lock and logged before it
  * is released; putting one back takes the lock (and the owner lock before
@@ -27,6 +28,7 @@
 
 #include "access/xlog.h"
 #include "access/xloginsert.h"
+#include "access/xlogreader.h"
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "miscadmin.h"
@@ -112,6 +114,55 @@ rl_durable_drop_log(RlEntry *e)
 	return XLogInsert(RL_RMGR_ID, XLOG_RL_DROP);
 }
 
+
+/* rm_desc: a record, for pg_waldump and error contexts. */
+void
+rl_durable_desc(StringInfo buf, XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	const char *data = XLogRecGetData(record);
+
+	if (info == XLOG_RL_SWEPT)
+	{
+		RlWalSwept	rec;
+
+		memcpy(&rec, data, sizeof(rec));
+		appendStringInfo(buf, "redo %X/%X, " UINT64_FORMAT " keys",
+						 LSN_FORMAT_ARGS(rec.redo), rec.keys);
+	}
+	else if (info == XLOG_RL_IMAGE)
+	{
+		RlWalImage	rec;
+
+		memcpy(&rec, data, sizeof(rec));
+		appendStringInfo(buf, "db %u, algorithm %u, key of %u bytes",
+						 rec.dbid, rec.algo, rec.keylen);
+	}
+	else if (info == XLOG_RL_DROP)
+	{
+		RlWalDrop	rec;
+
+		memcpy(&rec, data, sizeof(rec));
+		appendStringInfo(buf, "db %u, algorithm %u, key of %u bytes",
+						 rec.dbid, rec.algo, rec.keylen);
+	}
+}
+
+/* rm_identify: a record type's name. */
+const char *
+rl_durable_identify(uint8 info)
+{
+	switch (info & ~XLR_INFO_MASK)
+	{
+		case XLOG_RL_IMAGE:
+			return "IMAGE";
+		case XLOG_RL_DROP:
+			return "DROP";
+		case XLOG_RL_SWEPT:
+			return "SWEPT";
+	}
+	return NULL;
+}
 
 /*
  * The owner slot of an image's (database, role), claimed if need be.  The

@@ -371,12 +371,24 @@ typedef struct RlWalDrop
 	/* the key's bytes follow */
 } RlWalDrop;
 
-/* store_durable.c: images, the durable file */
+/* The end of a sweep: a SWEPT's body. */
+typedef struct RlWalSwept
+{
+	uint64		redo;			/* the redo pointer swept for */
+	uint64		keys;			/* images the sweep logged */
+} RlWalSwept;
+
+/* store_durable.c: images, the durable file, records described */
 extern uint64 rl_durable_image_log(RlEntry *e);
 extern uint64 rl_durable_drop_log(RlEntry *e);
 extern void rl_durable_image_apply(const RlWalImage *rec, const char *key,
 								   bool redo);
 extern void rl_durable_file_write(uint64 end, const char *why);
+struct StringInfoData;
+struct XLogReaderState;
+extern void rl_durable_desc(struct StringInfoData *buf,
+							struct XLogReaderState *record);
+extern const char *rl_durable_identify(uint8 info);
 
 /* store_wal.c: durable keys (under the entry's partition lock, but noted) */
 extern void rl_store_wal_validate(const RlRequest *req);

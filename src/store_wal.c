@@ -87,12 +87,6 @@
 #define RL_SWEEPER_NAP_MS	10
 #define RL_SWEEPER_SWAP_MS	100
 
-typedef struct RlWalSwept
-{
-	uint64		redo;			/* the redo pointer swept for */
-	uint64		keys;			/* images the sweep logged */
-} RlWalSwept;
-
 /* what a transaction changed: entry index and incarnation */
 typedef struct RlTouched
 {
@@ -486,55 +480,6 @@ rl_wal_redo(XLogReaderState *record)
 	}
 }
 
-/* rm_desc: a record, for pg_waldump and error contexts. */
-static void
-rl_wal_desc(StringInfo buf, XLogReaderState *record)
-{
-	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
-	const char *data = XLogRecGetData(record);
-
-	if (info == XLOG_RL_SWEPT)
-	{
-		RlWalSwept	rec;
-
-		memcpy(&rec, data, sizeof(rec));
-		appendStringInfo(buf, "redo %X/%X, " UINT64_FORMAT " keys",
-						 LSN_FORMAT_ARGS(rec.redo), rec.keys);
-	}
-	else if (info == XLOG_RL_IMAGE)
-	{
-		RlWalImage	rec;
-
-		memcpy(&rec, data, sizeof(rec));
-		appendStringInfo(buf, "db %u, algorithm %u, key of %u bytes",
-						 rec.dbid, rec.algo, rec.keylen);
-	}
-	else if (info == XLOG_RL_DROP)
-	{
-		RlWalDrop	rec;
-
-		memcpy(&rec, data, sizeof(rec));
-		appendStringInfo(buf, "db %u, algorithm %u, key of %u bytes",
-						 rec.dbid, rec.algo, rec.keylen);
-	}
-}
-
-/* rm_identify: a record type's name. */
-static const char *
-rl_wal_identify(uint8 info)
-{
-	switch (info & ~XLR_INFO_MASK)
-	{
-		case XLOG_RL_IMAGE:
-			return "IMAGE";
-		case XLOG_RL_DROP:
-			return "DROP";
-		case XLOG_RL_SWEPT:
-			return "SWEPT";
-	}
-	return NULL;
-}
-
 /*
  * rm_cleanup, at the end of redo (crash recovery, promotion, PITR), before
  * the end-of-recovery checkpoint that no WAL may follow: the file holds
@@ -549,8 +494,8 @@ rl_wal_cleanup(void)
 static RmgrData rl_rmgr = {
 	.rm_name = RL_RMGR_NAME,
 	.rm_redo = rl_wal_redo,
-	.rm_desc = rl_wal_desc,
-	.rm_identify = rl_wal_identify,
+	.rm_desc = rl_durable_desc,
+	.rm_identify = rl_durable_identify,
 	.rm_startup = NULL,
 	.rm_cleanup = rl_wal_cleanup,
 	.rm_mask = NULL,
