@@ -642,7 +642,16 @@ sweeper_stop(void)
 		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
 		LWLockRelease(&rl_locks[partno].lock);
 	}
+	/*
+	 * Where WAL ends: the insert position, less the page header it stands
+	 * after at a page's start (XLogFlush refuses a position past the WAL
+	 * generated, as after pg_switch_wal).
+	 */
 	end = GetXLogInsertRecPtr();
+	if (XLogSegmentOffset(end, wal_segment_size) == SizeOfXLogLongPHD)
+		end -= SizeOfXLogLongPHD;
+	else if (end % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		end -= SizeOfXLogShortPHD;
 	XLogFlush(end);
 	rl_durable_file_write(end, "sweeper stop");
 

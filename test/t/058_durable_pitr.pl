@@ -58,6 +58,8 @@ $primary->poll_query_until('postgres',
 	"SELECT last_archived_wal >= '$walfile' FROM pg_stat_archiver")
   or die 'the WAL was not archived';
 $primary->stop;
+ok(!$primary->log_contains(qr/PANIC/),
+	'the sweeper stops cleanly right after a WAL switch (its flush stays within the WAL written)');
 
 my $restored = PostgreSQL::Test::Cluster->new('pitr_restored');
 $restored->init_from_backup($primary, 'backup', has_restoring => 1);
