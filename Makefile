@@ -15,6 +15,8 @@ OBJS = \
 	src/store.o \
 	src/store_owner.o \
 	src/store_entry.o \
+	src/store_durable.o \
+	src/store_wal.o \
 	src/store_engine.o \
 	src/store_admin.o \
 	src/store_slots.o \
@@ -36,6 +38,7 @@ OBJS = \
 	src/args.o \
 	src/policy.o \
 	src/override.o \
+	src/override_validate.o \
 	src/policy_request.o \
 	src/policy_limit.o \
 	src/functions.o \
@@ -61,7 +64,7 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate calendar override penalty adjust policy_limits concurrency guide
+	refund_aggregate calendar override penalty adjust policy_limits concurrency durable guide
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

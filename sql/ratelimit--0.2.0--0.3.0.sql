@@ -591,3 +591,21 @@ CREATE FUNCTION rl_held(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_held'
 LANGUAGE C VOLATILE;
+
+-- ---- Durable quotas (#10): state that survives crashes and failover ----
+
+-- A durable policy's keys are logged in WAL (docs/design.md, "Durable
+-- keys"): committed consumption survives a crash and reaches standbys.
+ALTER TABLE rl_policy ADD COLUMN durable boolean NOT NULL DEFAULT false;
+
+-- The durable keys and the sweeper that covers checkpoints.
+CREATE FUNCTION rl_durable_info(
+	OUT durable_keys bigint,
+	OUT durable_ready boolean,
+	OUT sweeps bigint,
+	OUT swept_keys bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_store_info'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION rl_durable_info() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_durable_info() TO pg_monitor;

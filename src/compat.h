@@ -86,6 +86,17 @@
 #endif
 
 /*
+ * A process's local transaction id, half of its virtual transaction id
+ * (the sweeper of store_wal.c takes new ones).  17 moved it into
+ * PGPROC.vxid.  The caller includes storage/proc.h.
+ */
+#if PG_VERSION_NUM >= 170000
+#define rl_proc_lxid(proc) ((proc)->vxid.lxid)
+#else
+#define rl_proc_lxid(proc) ((proc)->lxid)
+#endif
+
+/*
  * A variable shared between the files of the library and nothing else.
  * 16 builds modules with -fvisibility=hidden, so such a variable is
  * reached directly; 15 does not, and a variable of default visibility in a

@@ -94,6 +94,8 @@ typedef struct RlRequest
 	bool		shadow;			/* dry run: decide and count, always allow */
 	bool		track;			/* give back what it consumed if its
 								 * (sub)transaction aborts (refund.c) */
+	bool		durable;		/* a durable policy's: the store logs it in
+								 * WAL (store_wal.c) */
 	const char *policy;			/* the policy's name, or NULL */
 	uint8		override;		/* RL_OVERRIDE_* of the key's override */
 	int64		blocked_until;	/* RL_OVERRIDE_BLOCK: Unix us, or

@@ -82,9 +82,14 @@ typedef enum RlPolicyColumn
 	PCOL_TIME_ZONE,				/* optional: 0.3.0 */
 	PCOL_PERIOD_ANCHOR,			/* optional: 0.3.0 */
 	PCOL_BLOCK_DURATION,
+	PCOL_DURABLE,
 	PCOL_COUNT
 } RlPolicyColumn;
 
+/*
+ * The columns by name.  An optional one (added after 0.2.0) may be missing
+ * while a database has not been updated yet: it reads as NULL.
+ */
 static const struct
 {
 	const char *name;
@@ -104,6 +109,7 @@ static const struct
 	[PCOL_TIME_ZONE] = {"time_zone", TEXTOID, true},
 	[PCOL_PERIOD_ANCHOR] = {"period_anchor", TIMESTAMPTZOID, true},
 	[PCOL_BLOCK_DURATION] = {"block_duration", INTERVALOID, true},
+	[PCOL_DURABLE] = {"durable", BOOLOID, true},
 };
 
 /* where each column is in a descriptor of the table (or of a query) */
@@ -129,7 +135,6 @@ static RlPolicyAttnos validate_attnos;
 
 PG_FUNCTION_INFO_V1(rl_policy_validate);
 PG_FUNCTION_INFO_V1(rl_policy_changed);
-PG_FUNCTION_INFO_V1(rl_override_validate);
 
 /* relcache callback: the policy table (or everything) changed */
 static void
@@ -255,6 +260,25 @@ policy_option(Datum value, bool isnull, const char *column,
  * Check one policy row and fill in the policy; cols says where its columns
  * are in desc.  Raises the same errors as a call's arguments would.
  */
+/*
+ * A durable policy's state is logged by the shared-memory store: it is
+ * decided there, and by an algorithm whose image has a bounded size.
+ */
+static void
+policy_durable_check(const RlPolicy *pol)
+{
+	if (pol->backend != RL_SETTING && pol->backend != RL_BACKEND_LOCAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("policy \"%s\": a durable policy must use the local backend",
+						pol->name)));
+	if (rl_algo(pol->algo)->state == RL_STATE_LOG)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("policy \"%s\": durable policies do not support algorithm \"%s\"",
+						pol->name, rl_algo(pol->algo)->name)));
+}
+
 static void
 policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 				RlPolicy *pol)
@@ -323,6 +347,23 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 		rl_arg_duration(DatumGetIntervalP(values[PCOL_BLOCK_DURATION]),
 						"block_duration");
 	pol->overrides = NULL;
+	pol->durable = !nulls[PCOL_DURABLE] && DatumGetBool(values[PCOL_DURABLE]);
+	if (pol->durable)
+		policy_durable_check(pol);
+}
+
+/*
+ * A policy read from a row of rl_policy (or of a query over it) with the
+ * descriptor desc, by column name, checked as the validation trigger
+ * checks it (override_validate.c reads an override's policy so).
+ */
+void
+rl_policy_from_tuple(HeapTuple tuple, TupleDesc desc, RlPolicy *pol)
+{
+	RlPolicyAttnos cols;
+
+	policy_attnos(desc, &cols);
+	policy_from_row(tuple, desc, &cols, pol);
 }
 
 /* The schema the extension is installed in, or InvalidOid. */
@@ -695,103 +736,6 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 	}
 	policy_from_row(tuple, RelationGetDescr(trigdata->tg_relation),
 					&validate_attnos, &pol);
-	return PointerGetDatum(tuple);
-}
-
-/* A column of a row of rl_override, by name. */
-static Datum
-override_column(HeapTuple tuple, TupleDesc desc, const char *name,
-				bool *isnull)
-{
-	int			attno = SPI_fnumber(desc, name);
-
-	if (attno <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"rl_override\" has no column \"%s\"", name),
-				 errhint("Run ALTER EXTENSION ratelimit UPDATE, or recreate the extension.")));
-	return heap_getattr(tuple, attno, desc, isnull);
-}
-
-/*
- * BEFORE INSERT OR UPDATE row trigger on rl_override: refuse an override
- * a call could not use, with the errors of a call's arguments.  Its policy
- * must exist (42704; read as the transaction sees it, so that a policy and
- * its overrides can be written together), its key fit, its limit and
- * burst be positive, its burst apply to the policy's algorithm, and the
- * policy's cost fit in the capacity it leaves.
- */
-Datum
-rl_override_validate(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	TupleDesc	desc;
-	HeapTuple	tuple;
-	Datum		policy;
-	Datum		key;
-	Datum		limit;
-	Datum		burst;
-	bool		policy_null;
-	bool		key_null;
-	bool		limit_null;
-	bool		burst_null;
-	Oid			argtype = TEXTOID;
-	StringInfoData query;
-	RlPolicyAttnos cols;
-	RlPolicy	pol;
-	RlParams	params;
-	const char *bytes;
-	int			len;
-
-	if (!CALLED_AS_TRIGGER(fcinfo) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		elog(ERROR, "rl_override_validate must be called as a row trigger");
-	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
-		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	desc = RelationGetDescr(trigdata->tg_relation);
-	policy = override_column(tuple, desc, "policy", &policy_null);
-	key = override_column(tuple, desc, "key", &key_null);
-	limit = override_column(tuple, desc, "limit", &limit_null);
-	burst = override_column(tuple, desc, "burst", &burst_null);
-	if (policy_null || key_null)
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("\"policy\" and \"key\" of an override must not be null")));
-	rl_arg_key(DatumGetTextPP(key), &bytes, &len);
-
-	initStringInfo(&query);
-	appendStringInfo(&query, "SELECT * FROM %s.rl_policy WHERE name = $1",
-					 quote_identifier(get_namespace_name(RelationGetNamespace(trigdata->tg_relation))));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args(query.data, 1, &argtype, &policy, NULL, false,
-							  1) != SPI_OK_SELECT)
-		elog(ERROR, "could not read table \"rl_policy\"");
-	if (SPI_processed == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("rate-limit policy \"%s\" does not exist",
-						TextDatumGetCString(policy)),
-				 errhint("An override names a policy of table rl_policy.")));
-	policy_attnos(SPI_tuptable->tupdesc, &cols);
-	policy_from_row(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, &cols, &pol);
-	SPI_finish();
-
-	params = pol.params;
-	if (!limit_null)
-	{
-		params.limit = DatumGetInt64(limit);
-		rl_arg_positive(params.limit, "limit");
-		if (!pol.burst_given)
-			params.burst = params.limit;
-	}
-	if (!burst_null)
-	{
-		params.burst = DatumGetInt64(burst);
-		rl_params_check(pol.algo, &params, true);
-	}
-	else
-		rl_cost_check(pol.algo, &params);
 	return PointerGetDatum(tuple);
 }
 

@@ -9,6 +9,8 @@
 #define RL_POLICY_H
 
 #include "fmgr.h"
+#include "access/htup.h"
+#include "access/tupdesc.h"
 #include "pgtime.h"
 #include "utils/hsearch.h"
 
@@ -39,6 +41,7 @@ typedef struct RlPolicy
 	HTAB	   *overrides;		/* its keys' overrides (RlOverride), or
 								 * NULL when it has none */
 	RlStatsHandle stats;		/* its decisions' counters, found once */
+	bool		durable;		/* logged in WAL (store_wal.c) */
 } RlPolicy;
 
 /*
@@ -57,6 +60,8 @@ typedef struct RlPolicyRef
 extern void rl_policy_init(void);
 extern const RlPolicy *rl_policy_find(const char *name, int len);
 extern const RlPolicy *rl_policy_get(text *name);
+extern void rl_policy_from_tuple(HeapTuple tuple, TupleDesc desc,
+								 RlPolicy *pol);
 rl_noreturn extern void rl_policy_missing(const char *name, int len);
 extern const RlPolicy *rl_policy_find_ref(RlPolicyRef *ref, const char *name,
 										  int len);

@@ -48,6 +48,7 @@ rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
 	req->backend = pol->backend;
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;
+	req->durable = pol->durable;
 	req->policy = buf;			/* the stored key starts with it */
 	/* the cache's entries are ours: the handle is updated as it counts */
 	req->stats = (RlStatsHandle *) &pol->stats;

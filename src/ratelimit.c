@@ -53,8 +53,9 @@ rl_shmem_request(void)
 
 /*
  * Attach to (or create) the shared state.  In the postmaster, a store just
- * created is filled from the state saved at the last clean shutdown, and
- * the state is saved again at the next one.
+ * created is filled with the durable keys (their file, whatever the last
+ * shutdown was; WAL replay brings them up to date) and the state saved at
+ * the last clean shutdown, and the state is saved again at the next one.
  */
 static void
 rl_shmem_startup(void)
@@ -72,7 +73,10 @@ rl_shmem_startup(void)
 	if (!IsUnderPostmaster)
 	{
 		if (created)
+		{
+			rl_store_durable_load();
 			rl_persist_load();
+		}
 		on_shmem_exit(rl_persist_shutdown, (Datum) 0);
 	}
 }
@@ -88,6 +92,7 @@ _PG_init(void)
 		return;
 
 	rl_store_init();
+	rl_store_wal_init();
 	rl_args_init();
 	rl_trigger_init();
 	rl_dispatch_init();

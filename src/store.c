@@ -34,6 +34,10 @@
  *					 (docs/design.md, "Isolation")
  *	store_entry.c	 the pool, keys, entries: creating, removing and
  *					 reclaiming them
+ *	store_durable.c	 durable keys' images: logging one, putting one back,
+ *					 the durable file
+ *	store_wal.c		 durable keys in WAL: the resource manager, images at
+ *					 pre-commit, redo, the sweeper that covers checkpoints
  *	store_engine.c	 the engine's decisions and refunds (the hot path)
  *	store_admin.c	 the engine's resets, figures, listings and images
  *	store_slots.c	 the engine's slots: taking, queueing, giving back
@@ -58,11 +62,14 @@
  *	- A waiter record (RlSlotWaiter) is written, by its backend or by one
  *	  handing it a slot, under the partition lock of the entry it names;
  *	  a backend's latch may be set under a partition lock.
- *	- Under any of them: no allocation, no ereport, no I/O.  The clock is
+ *	- Under any of them: no allocation, no ereport, no I/O, but for the WAL
+ *	  record of a durable key's change (store_wal.c), inserted under its
+ *	  partition lock as PostgreSQL inserts a buffer change's.  The clock is
  *	  read before the lock is taken.
  *
  * Reclaim: an entry whose state is back to that of a new key (its idle_at
- * has passed) can be dropped without changing any decision.  When a
+ * has passed) can be dropped without changing any decision; a durable
+ * key's never is (it stays until reset), nor is it evicted.  When a
  * partition has no free entry, the inserting call advances the partition's
  * clock hand over a bounded number of entries and frees those idle since
  * before both the real clock and the call's time, less a margin (a caller
@@ -266,6 +273,13 @@ rl_store_startup(void)
 	rl_store->pool_nfree = nblocks;
 	for (i = 0; i < (int) nblocks; i++)
 		rl_block_next[i] = i + 1 < (int) nblocks ? (uint32) i + 1 : RL_NIL;
+	SpinLockInit(&rl_store->durable_lock);
+	rl_store->durable_armed = false;
+	rl_store->durable_stopping = false;
+	rl_store->durable_covered = 0;
+	rl_store->durable_file_end = 0;
+	rl_store->durable_sweeps = 0;
+	rl_store->durable_swept = 0;
 
 	/* every owner slot free but slot 0, the store-wide overflow owner */
 	for (i = 0; i < rl_max_owners; i++)
@@ -300,6 +314,7 @@ rl_store_startup(void)
 		part->incarnations = 0;
 		part->reclaimed = 0;
 		part->refused = 0;
+		part->durable = 0;
 		for (j = 0; j < per_part; j++)
 		{
 			rl_entries[base + j].flags = 0;

@@ -28,6 +28,11 @@ extern void rl_store_request(void);
 extern bool rl_store_startup(void);
 extern bool rl_store_ready(void);
 
+/* store_wal.c: durable keys (ratelimit.durable, the durable file) */
+extern bool rl_durable;
+extern void rl_store_wal_init(void);
+extern void rl_store_durable_load(void);
+
 /* store_admin.c: who holds the store (rl_owners) */
 extern int	rl_store_owners(RlOwnerImage *out);
 extern int	rl_store_max_owners(void);

@@ -45,6 +45,7 @@ rl_store_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 		e = rl_store_find(slot, dbid, (RlAlgo) a, key, keylen);
 		if (e != NULL)
 		{
+			rl_store_wal_drop(e);
 			rl_store_remove(slot.partno, e);
 			dropped++;
 		}
@@ -76,6 +77,7 @@ rl_store_reset_all(Oid dbid)
 			if ((e->flags & RL_ENTRY_USED) &&
 				(dbid == InvalidOid || e->dbid == dbid))
 			{
+				rl_store_wal_drop(e);
 				rl_store_remove(partno, e);
 				dropped++;
 			}
@@ -206,6 +208,10 @@ rl_store_figures(RlInfoItem *items)
 	int64		used = 0;
 	int64		reclaimed = 0;
 	int64		refused = 0;
+	int64		durable = 0;
+	int64		sweeps;
+	int64		swept;
+	bool		ready;
 	int64		pool_used;
 	uint32		most[2][2] = {{0, 0}, {0, 0}};	/* [database][blocks] */
 	int			owners = 0;
@@ -221,8 +227,14 @@ rl_store_figures(RlInfoItem *items)
 		used += part->used;
 		reclaimed += part->reclaimed;
 		refused += part->refused;
+		durable += part->durable;
 		LWLockRelease(&rl_locks[partno].lock);
 	}
+	SpinLockAcquire(&rl_store->durable_lock);
+	ready = rl_store->durable_armed && !rl_store->durable_stopping;
+	sweeps = (int64) rl_store->durable_sweeps;
+	swept = (int64) rl_store->durable_swept;
+	SpinLockRelease(&rl_store->durable_lock);
 	SpinLockAcquire(&rl_store->pool_lock);
 	pool_used = rl_store->nblocks - rl_store->pool_nfree;
 	SpinLockRelease(&rl_store->pool_lock);
@@ -266,6 +278,10 @@ rl_store_figures(RlInfoItem *items)
 		 (int64) pg_atomic_read_u64(&rl_store->refused_role));
 	item(items, &n, "refused_database", RL_INFO_BIGINT,
 		 (int64) pg_atomic_read_u64(&rl_store->refused_database));
+	item(items, &n, "durable_keys", RL_INFO_BIGINT, durable);
+	item(items, &n, "durable_ready", RL_INFO_BOOL, ready);
+	item(items, &n, "sweeps", RL_INFO_BIGINT, sweeps);
+	item(items, &n, "swept_keys", RL_INFO_BIGINT, swept);
 	return n;
 }
 
@@ -354,8 +370,9 @@ rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img)
 
 /*
  * engine images: call fn for every entry holding state, with its image (a
- * log's entries that still have a cost, in an array).  Only for the
- * postmaster at shutdown, when no backend runs: takes no lock.
+ * log's entries that still have a cost, in an array), but durable keys
+ * (they have a file of their own, store_wal.c).  Only for the postmaster
+ * at shutdown, when no backend runs: takes no lock.
  */
 void
 rl_store_images(void (*fn) (const RlEntryImage *img, void *arg), void *arg)
@@ -373,7 +390,7 @@ rl_store_images(void (*fn) (const RlEntryImage *img, void *arg), void *arg)
 		RlOwner    *o = &rl_owner_slots[e->owner];
 		RlEntryImage img;
 
-		if (!(e->flags & RL_ENTRY_USED))
+		if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) != RL_ENTRY_USED)
 			continue;
 		memset(&img, 0, sizeof(img));
 		img.dbid = e->dbid;

@@ -10,8 +10,11 @@
  * decide on the entry's state (lending the pool to a log), records the
  * latest time and idle time, and releases the lock.  Nothing under the
  * lock allocates, raises or waits for I/O (store.c has the locking
- * contract).  A call that found no room says why in a WARNING once the
- * lock is released (at most one a minute per backend).
+ * contract), but for the WAL record of a durable key's refund
+ * (store_wal.c).  A decision that changed a durable key notes it, after
+ * the lock is released, for its image at commit.  A call that found no
+ * room says why in a WARNING once the lock is released (at most one a
+ * minute per backend).
  *
  *-------------------------------------------------------------------------
  */
@@ -105,6 +108,28 @@ store_receipt(RlReceipt *r, const RlRequest *req, const RlOutcome *out,
 }
 
 /*
+ * Remember that the call changed a durable entry (a durable policy's, or
+ * one made durable before), for its image at commit (store_wal.c, once
+ * the locks are released).  A request of a durable policy makes the entry
+ * durable if it was not.
+ */
+static void
+note_durable(RlCall *call, RlEntry *e, bool durable)
+{
+	if (durable && !(e->flags & RL_ENTRY_DURABLE))
+	{
+		e->flags |= RL_ENTRY_DURABLE;
+		rl_store->parts[call->partno].d.durable++;
+	}
+	if (call->ndurable < RL_MAX_MULTI)
+	{
+		call->durable[call->ndurable] = entry_index(e);
+		call->durable_inc[call->ndurable] = e->incarnation;
+		call->ndurable++;
+	}
+}
+
+/*
  * Decide one request, or charge it (rl_adjust: a receipt is made, and
  * not used); the slot's partition lock is held exclusively.
  */
@@ -155,7 +180,12 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 		return status;
 	}
 	if (e != NULL)
+	{
 		e->idle_at = out->reset_at;
+		if (unlikely(req->durable || (e->flags & RL_ENTRY_DURABLE)) &&
+			req->params.cost != 0)
+			note_durable(call, e, req->durable);
+	}
 	store_receipt(receipt, req, out, e, t);
 	return status;
 }
@@ -176,13 +206,16 @@ refund_locked(const RlRequest *req, RlSlot slot, const RlReceipt *r)
 	if (e == NULL || e->incarnation != r->incarnation)
 		return;
 	if (algo->state != RL_STATE_LOG)
-	{
 		algo->refund(&e->st, r->time, &r->params, r->params.cost, NULL);
-		return;
+	else
+	{
+		chain = store_chain();
+		algo->refund(&e->st, r->time, &r->params, r->params.cost, &chain);
+		rl_store_chain_freed(e, &chain);
 	}
-	chain = store_chain();
-	algo->refund(&e->st, r->time, &r->params, r->params.cost, &chain);
-	rl_store_chain_freed(e, &chain);
+	/* a rolled-back consumption must not come back after a crash */
+	if (e->flags & RL_ENTRY_DURABLE)
+		rl_store_wal_image(e);
 }
 
 /*
@@ -270,6 +303,8 @@ decide_unlocked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	call_lock(call, slot.partno);
 	status = decide_locked(req, slot, now, call, out, receipt, charge);
 	LWLockRelease(&rl_locks[slot.partno].lock);
+	if (unlikely(call->ndurable > 0))
+		rl_store_wal_note(call);
 	if (unlikely(status == RL_NO_ROOM))
 	{
 		/* entries of databases that are gone hold room: drop them, again */
@@ -406,6 +441,8 @@ store_decide_all(const RlRequest *reqs, int n, int64 now,
 	for (i = nparts - 1; i >= 0; i--)
 		LWLockRelease(&rl_locks[partnos[i]].lock);
 	warn_no_room(&call, now);
+	if (unlikely(call.ndurable > 0))
+		rl_store_wal_note(&call);
 	return RL_OK;
 }
 
@@ -440,7 +477,7 @@ store_peek(const RlRequest *req, int64 now, RlOutcome *out)
 
 const RlEngine rl_store_engine = {
 	.name = "local",
-	.validate = NULL,
+	.validate = rl_store_wal_validate,
 	.decide = store_decide,
 	.decide_all = store_decide_all,
 	.charge = store_charge,

@@ -191,6 +191,8 @@ rl_store_remove(int partno, RlEntry *e)
 
 	rl_owner_count(e->owner, true, -(int32) rl_store_entry_blocks(e));
 	rl_owner_count(e->owner, false, -1);
+	if (e->flags & RL_ENTRY_DURABLE)
+		part->durable--;
 	pool_push_chain(e->key_more);
 	if (rl_algo(e->algo)->state == RL_STATE_LOG)
 	{
@@ -216,7 +218,15 @@ rl_store_remove(int partno, RlEntry *e)
 static RlRefusal
 take_capped(RlCall *call, uint16 owner, bool blocks)
 {
-	RlRefusal	why = rl_owner_take(owner, blocks, 1);
+	RlRefusal	why;
+
+	/* a durable key's image put back: what was admitted stays, counted */
+	if (call->uncapped)
+	{
+		rl_owner_count(owner, blocks, 1);
+		return RL_REFUSED_NONE;
+	}
+	why = rl_owner_take(owner, blocks, 1);
 
 	if (why != RL_REFUSED_NONE && call->before != PG_INT64_MIN)
 	{
@@ -277,6 +287,11 @@ rl_store_create(RlSlot slot, const RlRequest *req, RlCall *call)
 	e->dbid = req->dbid;
 	e->algo = (uint8) req->algo;
 	e->flags = RL_ENTRY_USED;
+	if (req->durable)
+	{
+		e->flags |= RL_ENTRY_DURABLE;
+		part->durable++;
+	}
 	if (++part->incarnations == 0)
 		part->incarnations = 1;
 	e->incarnation = part->incarnations;
@@ -314,8 +329,10 @@ make_room(const RlCall *call, int scan)
 
 		if (++part->hand == rl_store->per_part)
 			part->hand = 0;
-		if ((e->flags & RL_ENTRY_USED) && e->idle_at <= before &&
-			e != call->busy)
+		/* a durable key stays until reset: a quota's idle tenant too */
+		if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) != RL_ENTRY_USED)
+			continue;
+		if (e->idle_at <= before && e != call->busy)
 		{
 			rl_store_remove(partno, e);
 			freed++;

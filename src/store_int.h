@@ -40,6 +40,10 @@
 
 /* RlEntry.flags */
 #define RL_ENTRY_USED		0x01
+#define RL_ENTRY_DURABLE	0x02	/* logged in WAL (store_wal.c): never
+									 * reclaimed nor evicted */
+#define RL_ENTRY_SEEN		0x04	/* redo: imaged since the last sweep's
+									 * end (store_wal.c) */
 
 /* the store-wide overflow owner's slot */
 #define RL_OWNER_OVERFLOW	0
@@ -73,6 +77,7 @@ typedef struct RlPartitionData
 	uint32		incarnations;	/* the latest incarnation given out */
 	uint64		reclaimed;
 	uint64		refused;
+	uint32		durable;		/* entries of durable keys */
 } RlPartitionData;
 
 /* one cache line each: partitions are written under different locks */
@@ -161,6 +166,16 @@ typedef struct RlStoreHeader
 	slock_t		pool_lock;
 	uint32		pool_free;		/* free blocks, linked by pool_next */
 	uint32		pool_nfree;
+
+	/* durable keys (store_wal.c): under durable_lock */
+	slock_t		durable_lock;
+	bool		durable_armed;	/* the sweeper holds checkpoints back */
+	bool		durable_stopping;	/* no more records: the file has it all */
+	uint64		durable_covered;	/* a sweep covers this redo pointer */
+	uint64		durable_file_end;	/* redo skips records ending at or before
+									 * it: the durable file has them */
+	uint64		durable_sweeps;
+	uint64		durable_swept;	/* images logged by sweeps */
 	RlPartition parts[FLEXIBLE_ARRAY_MEMBER];
 } RlStoreHeader;
 
@@ -189,7 +204,12 @@ typedef struct RlCall
 	const RlEntry *busy;
 	RlRefusal	refusal;
 	bool		refused_blocks; /* the refusal was of a pool block */
+	bool		uncapped;		/* a durable image put back: no cap */
 	uint64		held[RL_MAX_PARTITIONS / 64];
+	int			ndurable;		/* durable entries the call changed (the
+								 * arrays are not zeroed) */
+	uint32		durable[RL_MAX_MULTI];	/* ... their indexes */
+	uint32		durable_inc[RL_MAX_MULTI];	/* ... and incarnations */
 } RlCall;
 
 /* Where a key lives: its hash and partition. */
@@ -229,7 +249,7 @@ store_chain(void)
 static inline void
 rl_store_call_init(RlCall *call, uint16 owner)
 {
-	memset(call, 0, sizeof(*call));
+	memset(call, 0, offsetof(RlCall, durable));
 	call->owner = owner;
 	call->before = PG_INT64_MIN;
 }
@@ -335,6 +355,78 @@ extern bool rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img);
 extern void rl_store_images(void (*fn) (const RlEntryImage *img, void *arg),
 							void *arg);
 extern RlRestore rl_store_restore(const RlEntryImage *img);
+
+/*
+ * Durable keys' WAL records (store_wal.c has the design).  The resource
+ * manager's id: 128 is RM_EXPERIMENTAL_ID, PostgreSQL's id for
+ * development; a released version must use one reserved on the wiki page
+ * "CustomWALResourceManagers" (docs/design.md).
+ */
+#define RL_RMGR_ID			128
+#define RL_RMGR_NAME		"ratelimit"
+
+/* record types (the high bits of xl_info) */
+#define XLOG_RL_IMAGE		0x00
+#define XLOG_RL_DROP		0x10
+#define XLOG_RL_SWEPT		0x20
+
+/* the format of IMAGE and DROP bodies; redo refuses a newer one */
+#define RL_WAL_FORMAT		1
+
+/* entries imaged (sweep) or copied (file) per hold of a partition lock */
+#define RL_WAL_CHUNK		32
+
+/* A durable key's whole state: an IMAGE's body, and the file's entry. */
+typedef struct RlWalImage
+{
+	Oid			dbid;
+	Oid			owner_dbid;
+	Oid			owner_roleid;
+	uint16		keylen;
+	uint8		algo;
+	uint8		format;			/* RL_WAL_FORMAT */
+	int64		last;
+	int64		idle_at;
+	RlState		st;
+	/* the key's bytes follow */
+} RlWalImage;
+
+StaticAssertDecl(sizeof(RlWalImage) == 56, "a durable image has no padding");
+
+/* A durable key reset: a DROP's body. */
+typedef struct RlWalDrop
+{
+	Oid			dbid;
+	uint16		keylen;
+	uint8		algo;
+	uint8		format;
+	/* the key's bytes follow */
+} RlWalDrop;
+
+/* The end of a sweep: a SWEPT's body. */
+typedef struct RlWalSwept
+{
+	uint64		redo;			/* the redo pointer swept for */
+	uint64		keys;			/* images the sweep logged */
+} RlWalSwept;
+
+/* store_durable.c: images, the durable file, records described */
+extern uint64 rl_durable_image_log(RlEntry *e);
+extern uint64 rl_durable_drop_log(RlEntry *e);
+extern void rl_durable_image_apply(const RlWalImage *rec, const char *key,
+								   bool redo);
+extern void rl_durable_file_write(uint64 end, const char *why);
+struct StringInfoData;
+struct XLogReaderState;
+extern void rl_durable_desc(struct StringInfoData *buf,
+							struct XLogReaderState *record);
+extern const char *rl_durable_identify(uint8 info);
+
+/* store_wal.c: durable keys (under the entry's partition lock, but noted) */
+extern void rl_store_wal_validate(const RlRequest *req);
+extern void rl_store_wal_image(RlEntry *e);
+extern void rl_store_wal_drop(RlEntry *e);
+extern void rl_store_wal_note(const RlCall *call);
 
 /*
  * Give back the blocks a log's chain handed back (a call emptied them),
