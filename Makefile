@@ -35,6 +35,7 @@ OBJS = \
 	src/dispatch.o \
 	src/dispatch_admin.o \
 	src/dispatch_slots.o \
+	src/dispatch_durable.o \
 	src/args.o \
 	src/policy.o \
 	src/override.o \

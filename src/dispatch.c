@@ -24,6 +24,7 @@
 #include "utils/guc.h"
 
 #include "dispatch.h"
+#include "dispatch_durable.h"
 #include "refund.h"
 #include "stats.h"
 #include "store.h"
@@ -211,38 +212,6 @@ rl_override_decision(const RlRequest *req, int64 now, RlDecision *d)
 }
 
 /*
- * Refuse a durable policy's request that cannot be made durable: on
- * another backend than the store, or one the store refuses (engine
- * validate: a standby, durable keys not enabled or not ready).
- */
-static void
-durable_check(const RlRequest *req)
-{
-	if (rl_request_backend(req) != RL_BACKEND_LOCAL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("policy \"%s\" is durable but ratelimit.backend is not local",
-						req->policy),
-				 errhint("Set the policy's backend to 'local'.")));
-	rl_engine(RL_ENGINE_STORE)->validate(req);
-}
-
-/*
- * A durable key the store has no room for: fail_mode does not apply, a
- * durable policy must not silently run as a non-durable one.
- */
-rl_noreturn static void
-durable_no_room(const RlRequest *req)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-			 errmsg("no room in the ratelimit store for a key of durable policy \"%s\"",
-					req->policy),
-			 errdetail("Durable keys are never evicted; they stay until reset."),
-			 errhint("Raise ratelimit.max_keys, or reset keys no longer needed.")));
-}
-
-/*
  * Decide in the shared-memory store; when it has no room for the key,
  * the request's fail_mode decides ("local" counts as "open" there).
  */
@@ -253,7 +222,7 @@ local_decide(const RlRequest *req, int64 now, RlDecision *d)
 												  next_receipt(d)) == RL_OK))
 		keep_receipt(d);
 	else if (unlikely(req->durable))
-		durable_no_room(req);
+		rl_durable_no_room(req);
 	else
 		fail_decision(req, now,
 					  rl_request_fail_mode(req) != RL_FAIL_CLOSED, d);
@@ -460,7 +429,7 @@ rl_decide(const RlRequest *req, RlDecision *d)
 
 	dispatch_enter();
 	if (unlikely(req->durable))
-		durable_check(req);
+		rl_durable_check(req, backend == RL_BACKEND_LOCAL);
 	now = rl_clock_now();
 	decision_init(d);
 	if (unlikely(req->override != 0) &&
@@ -536,7 +505,7 @@ local_decide_all(const RlRequest *reqs, int n, int64 now, RlDecision *ds)
 												  outs, receipts, statuses);
 	for (i = 0; i < n; i++)
 		if (statuses[i] != RL_OK && reqs[i].durable)
-			durable_no_room(&reqs[i]);
+			rl_durable_no_room(&reqs[i]);
 	for (i = 0; i < n; i++)
 	{
 		if (statuses[i] == RL_OK)
@@ -792,7 +761,7 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 	{
 		decision_init(&ds[i]);
 		if (unlikely(reqs[i].durable))
-			durable_check(&reqs[i]);
+			rl_durable_check(&reqs[i], backend == RL_BACKEND_LOCAL);
 	}
 
 	dispatch_enter();
