@@ -24,6 +24,7 @@ OBJS = \
 	src/redis_engine.o \
 	src/stats.o \
 	src/refund.o \
+	src/refund_amount.o \
 	src/dispatch.o \
 	src/args.o \
 	src/policy.o \
