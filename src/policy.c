@@ -22,6 +22,13 @@
  * relcache entry of the table), so a later version that adds, drops or
  * reorders columns of rl_policy moves nothing here.
  *
+ * Policies are read with the privileges of the role using them: SELECT on
+ * rl_policy, and its row security if an administrator enabled it.  The
+ * cache remembers the role it was read as; another role (after SET ROLE,
+ * inside a SECURITY DEFINER function) is checked for SELECT before it is
+ * served from it, and where row security filters what either role sees,
+ * the table is read again as the role using it.
+ *
  * No shared state: the cache is backend-local, in CacheMemoryContext.
  *
  *-------------------------------------------------------------------------
@@ -37,6 +44,7 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -45,7 +53,9 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "args.h"
@@ -97,6 +107,10 @@ static bool policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
 static bool callback_registered = false;
+static Oid	policy_reader = InvalidOid;	/* the role the cache was read as */
+static bool policy_filtered = false;	/* row security filtered that read */
+static Oid	policy_allowed = InvalidOid;	/* another role found to read
+											 * the same rows */
 
 /* the validation trigger's columns, for the table validate_relid */
 static Oid	validate_relid = InvalidOid;
@@ -113,9 +127,21 @@ policy_inval(Datum arg, Oid relid)
 	{
 		policy_cache_valid = false;
 		policy_changes++;
+		policy_allowed = InvalidOid;	/* its privileges may have changed */
 	}
 	if (relid == InvalidOid || relid == validate_relid)
 		validate_relid = InvalidOid;
+}
+
+/*
+ * syscache callback: role memberships changed, and with them what a role
+ * may read.  The cache's rows stay; who may use them is checked again.
+ */
+static void
+policy_roles_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	policy_reader = InvalidOid;
+	policy_allowed = InvalidOid;
 }
 
 /* Hear of changes to the policy table, once per backend. */
@@ -125,6 +151,8 @@ policy_watch(void)
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(policy_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, policy_roles_inval,
+									  (Datum) 0);
 		callback_registered = true;
 	}
 }
@@ -330,6 +358,10 @@ policy_reload(void)
 	policy_cache = hash_create("ratelimit policies", 64, &ctl,
 							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 	policy_cache_valid = true;
+	policy_reader = GetUserId();
+	policy_filtered = check_enable_rls(policy_relid, InvalidOid, true) ==
+		RLS_ENABLED;
+	policy_allowed = InvalidOid;
 
 	initStringInfo(&query);
 	appendStringInfo(&query,
@@ -388,8 +420,36 @@ policy_cache_ready(void)
 }
 
 /*
+ * May the current role use the cache (made current), read as another
+ * role?  It may if it may read the whole table (SELECT on it, or on each
+ * column), unless row security filters what it or the reader sees: then
+ * the cache is marked stale, to be read again as this role (false).  A
+ * role without SELECT gets the error reading the table would give.
+ */
+static bool
+policy_role_ready(void)
+{
+	Oid			role = GetUserId();
+
+	if (role == policy_reader || role == policy_allowed)
+		return true;
+	if (policy_filtered ||
+		check_enable_rls(policy_relid, InvalidOid, true) == RLS_ENABLED)
+	{
+		policy_cache_valid = false;
+		return false;
+	}
+	if (pg_class_aclcheck(policy_relid, role, ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(policy_relid, role, ACL_SELECT,
+								  ACLMASK_ALL) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "rl_policy");
+	policy_allowed = role;
+	return true;
+}
+
+/*
  * The policy of that name, or NULL.  Reads the table only if it changed
- * since the last call.
+ * since the last call, or as this role if row security applies.
  */
 const RlPolicy *
 rl_policy_find(const char *name, int len)
@@ -397,6 +457,8 @@ rl_policy_find(const char *name, int len)
 	char		key[NAMEDATALEN];
 
 	policy_cache_ready();
+	if (!policy_role_ready())
+		policy_cache_ready();
 	if (len >= NAMEDATALEN)
 		return NULL;
 	memset(key, 0, NAMEDATALEN);
