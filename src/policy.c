@@ -37,6 +37,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
@@ -327,6 +328,99 @@ extension_schema(void)
 }
 
 /*
+ * Read every policy of the table into the hash table "into" (keyed by
+ * name), as the current role, with the latest snapshot (the latest
+ * committed policies, whatever the transaction's snapshot: a REPEATABLE
+ * READ transaction must not cache what it saw at its start) and, with
+ * own_changes, what this transaction wrote until now.
+ */
+static void
+policy_read(Oid nsp, HTAB *into, bool own_changes)
+{
+	StringInfoData query;
+	SPIPlanPtr	plan;
+	RlPolicyAttnos cols;
+	uint64		i;
+
+	initStringInfo(&query);
+	appendStringInfo(&query,
+					 "SELECT * FROM %s.rl_policy",
+					 quote_identifier(get_namespace_name(nsp)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = SPI_prepare(query.data, 0, NULL);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, !own_changes, false,
+							 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read table \"rl_policy\"");
+	policy_attnos(SPI_tuptable->tupdesc, &cols);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		RlPolicy	pol;
+		RlPolicy   *entry;
+
+		policy_from_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &cols,
+						&pol);
+		entry = hash_search(into, pol.name, HASH_ENTER, NULL);
+		*entry = pol;
+	}
+	SPI_finish();
+	pfree(query.data);
+}
+
+/* A hash table of policies by name, in the memory context cxt. */
+static HTAB *
+policy_table(MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(RlPolicy);
+	ctl.hcxt = cxt;
+	return hash_create("ratelimit policies", 64, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/* the policies policy_absent checks against (policy_mark_gone's) */
+static HTAB *policy_marking = NULL;
+
+/* what a transaction that changed the table leaves, for its commit */
+static HTAB *policy_pending = NULL;
+static bool xact_registered = false;
+
+/*
+ * rl_stats_mark_gone's question: is that policy absent from the policies
+ * read, or of another algorithm there?
+ */
+static bool
+policy_absent(const char *name, int algo, bool *known)
+{
+	char		key[NAMEDATALEN];
+	RlPolicy   *pol;
+
+	*known = true;
+	memset(key, 0, NAMEDATALEN);
+	strlcpy(key, name, NAMEDATALEN);
+	pol = hash_search(policy_marking, key, HASH_FIND, NULL);
+	return pol == NULL || (int) pol->algo != algo;
+}
+
+/*
+ * Tell the decision counters which of this database's policies are gone,
+ * from every policy of the table (read unfiltered): another database's
+ * backends cannot read them, and free the slots marked once the counters'
+ * table is full.
+ */
+static void
+policy_mark_gone(HTAB *policies)
+{
+	policy_marking = policies;
+	rl_stats_mark_gone(policy_absent);
+	policy_marking = NULL;
+}
+
+/*
  * Read every policy of this database into the cache.  The cache is marked
  * valid first: an invalidation arriving while the table is read marks it
  * stale again, and the next call reads it once more.
@@ -335,11 +429,6 @@ static void
 policy_reload(void)
 {
 	Oid			nsp = extension_schema();
-	HASHCTL		ctl;
-	StringInfoData query;
-	SPIPlanPtr	plan;
-	RlPolicyAttnos cols;
-	uint64		i;
 
 	policy_relid = OidIsValid(nsp) ? get_relname_relid("rl_policy", nsp) :
 		InvalidOid;
@@ -352,45 +441,15 @@ policy_reload(void)
 	policy_watch();
 	if (policy_cache != NULL)
 		hash_destroy(policy_cache);
-	ctl.keysize = NAMEDATALEN;
-	ctl.entrysize = sizeof(RlPolicy);
-	ctl.hcxt = CacheMemoryContext;
-	policy_cache = hash_create("ratelimit policies", 64, &ctl,
-							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	policy_cache = policy_table(CacheMemoryContext);
 	policy_cache_valid = true;
 	policy_reader = GetUserId();
 	policy_filtered = check_enable_rls(policy_relid, InvalidOid, true) ==
 		RLS_ENABLED;
 	policy_allowed = InvalidOid;
-
-	initStringInfo(&query);
-	appendStringInfo(&query,
-					 "SELECT * FROM %s.rl_policy",
-					 quote_identifier(get_namespace_name(nsp)));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare(query.data, 0, NULL);
-	/*
-	 * The latest committed policies, whatever the transaction's snapshot: a
-	 * REPEATABLE READ transaction must not cache what it saw at its start.
-	 */
-	if (plan == NULL ||
-		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read table \"rl_policy\"");
-	policy_attnos(SPI_tuptable->tupdesc, &cols);
-	for (i = 0; i < SPI_processed; i++)
-	{
-		RlPolicy	pol;
-		RlPolicy   *entry;
-
-		policy_from_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &cols,
-						&pol);
-		entry = hash_search(policy_cache, pol.name, HASH_ENTER, NULL);
-		*entry = pol;
-	}
-	SPI_finish();
-	pfree(query.data);
+	policy_read(nsp, policy_cache, false);
+	if (!policy_filtered)
+		policy_mark_gone(policy_cache);
 }
 
 /* Make the cache current: reads the table only if it changed. */
@@ -643,6 +702,57 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 }
 
 /*
+ * At the end of a transaction that changed the table: as it commits, tell
+ * the decision counters which policies it leaves (policy_pending); at an
+ * abort, nothing.  The marking allocates and takes a lock, so it is done
+ * before the commit, where an error still aborts cleanly.
+ */
+static void
+policy_xact(XactEvent event, void *arg)
+{
+	HTAB	   *policies = policy_pending;
+
+	/* in TopTransactionContext: it goes with the transaction */
+	policy_pending = NULL;
+	if (event == XACT_EVENT_PRE_COMMIT && policies != NULL)
+		policy_mark_gone(policies);
+}
+
+/*
+ * After a statement changed the table: read the policies as this
+ * transaction sees them now, into a table of its own (the cache may be in
+ * use up the stack), for policy_xact to tell the decision counters which
+ * are gone if the transaction commits (a dropped policy's slot may then be
+ * freed by any database's backend).  Only where the role reads every row
+ * (SELECT, no row security): a partial read would take policies it cannot
+ * see for gone.  Rows applied in replica mode (their row trigger) are left
+ * to the sessions' next reload.
+ */
+static void
+policy_changed_mark(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	Oid			role = GetUserId();
+	HTAB	   *policies;
+
+	if ((pg_class_aclcheck(relid, role, ACL_SELECT) != ACLCHECK_OK &&
+		 pg_attribute_aclcheck_all(relid, role, ACL_SELECT,
+								   ACLMASK_ALL) != ACLCHECK_OK) ||
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return;
+	if (!xact_registered)
+	{
+		RegisterXactCallback(policy_xact, NULL);
+		xact_registered = true;
+	}
+	policies = policy_table(TopTransactionContext);
+	policy_read(RelationGetNamespace(rel), policies, true);
+	if (policy_pending != NULL)
+		hash_destroy(policy_pending);
+	policy_pending = policies;
+}
+
+/*
  * AFTER trigger on rl_policy, for each statement or (in replica mode) each
  * row: every backend rereads the policies once this transaction commits.
  */
@@ -654,5 +764,7 @@ rl_policy_changed(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "rl_policy_changed must be called as a trigger");
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		policy_changed_mark(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
 }
