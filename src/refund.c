@@ -289,6 +289,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 		target = hash_search(targets, &id, HASH_ENTER, NULL);
 		target->id.key = key;
 		target->incarnation = r->incarnation;
+		target->kind = rl_refund_kind(id.algo, id.flags);
 		target->amounts = NULL;
 		target->batch = batch;
 	}

@@ -15,10 +15,8 @@
 #include "postgres.h"
 
 #include "common/hashfn.h"
-#include "common/int.h"
 #include "utils/memutils.h"
 
-#include "algo_common.h"
 #include "refund_int.h"
 
 /* dynahash: hash a target's key (its key bytes and the rest) */
@@ -63,7 +61,8 @@ spent_reserve(RlAmount *a, int64 n, bool no_oom)
 		return true;
 	while (max < n)
 		max *= 2;
-	spent = MemoryContextAllocExtended(a->target->batch->cxt, max * sizeof(RlSpent),
+	spent = MemoryContextAllocExtended(a->target->batch->cxt,
+									   max * sizeof(RlSpent),
 									   MCXT_ALLOC_HUGE |
 									   (no_oom ? MCXT_ALLOC_NO_OOM : 0));
 	if (spent == NULL)
@@ -77,71 +76,34 @@ spent_reserve(RlAmount *a, int64 n, bool no_oom)
 	return true;
 }
 
-/*
- * Would a refund at time t give back the same as one at time u, of an
- * amount with these parameters?  The algorithm table says (refund_grain):
- * the window refunds (and the Redis scripts mirroring them) depend only on
- * the window t falls in, the buckets' not on t; a log entry needs the
- * exact time.  A lease's refund (a timeless receipt) goes to the lease its
- * incarnation names, whatever the time.
- */
-static bool
-same_refund(const RlTarget *target, const RlParams *p, int64 t, int64 u)
+/* How the refunds of a target of this algorithm and receipt add up. */
+RlTargetKind
+rl_refund_kind(RlAlgo algo, uint8 flags)
 {
-	if (target->id.flags & RL_RECEIPT_TIMELESS)
-		return true;
-	switch (rl_algo(target->id.algo)->refund_grain)
+	if (flags & RL_RECEIPT_TIMELESS)
+		return RL_TARGET_LEASE;
+	switch (rl_algo(algo)->refund_grain)
 	{
 		case RL_GRAIN_WINDOW:
-			return rl_floor_div(t, p->per) == rl_floor_div(u, p->per);
+			return RL_TARGET_WINDOW;
 		case RL_GRAIN_NONE:
-			return true;
+			return RL_TARGET_BOUND;
 		case RL_GRAIN_EXACT:
 		default:
-			return t == u;
+			return RL_TARGET_EXACT;
 	}
-}
-
-/* Do the target's refunds compose their bounds (a bucket's)? */
-static bool
-composes(const RlTarget *target)
-{
-	return !(target->id.flags & RL_RECEIPT_TIMELESS) &&
-		rl_algo(target->id.algo)->refund_grain == RL_GRAIN_NONE;
 }
 
 /*
- * Add cost at time t, consumed with parameters p of the amount's class, to
- * the amount's newest pair if a refund cannot tell them apart, else as a
- * new pair.  A bucket's amount (one pair) composes its bound with p's
- * burst and takes p's W.  Returns false, changing nothing, if there is no
- * room for a new pair and no_oom says not to raise an error for it.  A sum
- * past PG_INT64_MAX stays there: a refund never gives back that much (a
- * state's units are bounded by its limit or burst).
+ * Add cost at time t as the amount's newest pair (rl_refund_add, when the
+ * newest pair cannot take it); the amount's first pair sets its
+ * parameters.  Returns false, changing nothing, if there is no room for it
+ * and no_oom says not to raise an error for it.
  */
 bool
-rl_refund_add(RlAmount *a, const RlParams *p, int64 t, int64 cost,
-			  bool no_oom)
+rl_refund_append(RlAmount *a, const RlParams *p, int64 t, int64 cost,
+				 bool no_oom)
 {
-	RlSpent    *last = a->nspent > 0 ? &a->spent[a->nspent - 1] : NULL;
-
-	if (last != NULL && same_refund(a->target, &a->params, last->time, t))
-	{
-		if (composes(a->target))
-		{
-			int64		bound;
-
-			/* given back first, this one is bounded by B, then C more */
-			if (pg_add_s64_overflow(p->burst, last->cost, &bound))
-				bound = PG_INT64_MAX;
-			a->params.burst = Min(a->params.burst, bound);
-			a->params.limit = p->limit;
-			a->params.per = p->per;
-		}
-		if (pg_add_s64_overflow(last->cost, cost, &last->cost))
-			last->cost = PG_INT64_MAX;
-		return true;
-	}
 	if (!spent_reserve(a, a->nspent + 1, no_oom))
 		return false;
 	if (a->nspent == 0)
@@ -153,23 +115,6 @@ rl_refund_add(RlAmount *a, const RlParams *p, int64 t, int64 cost,
 	a->spent[a->nspent].cost = cost;
 	a->nspent++;
 	return true;
-}
-
-/*
- * May calls with parameters p and q share an amount of the target: does
- * its refund read them the same?  A lease's refund finds the lease by all
- * of them; a window's reads W; the others read neither W nor the rest (a
- * bucket's: see composes).
- */
-bool
-rl_refund_same_class(const RlTarget *target, const RlParams *p,
-					 const RlParams *q)
-{
-	if (target->id.flags & RL_RECEIPT_TIMELESS)
-		return p->limit == q->limit && p->per == q->per &&
-			p->burst == q->burst;
-	return rl_algo(target->id.algo)->refund_grain != RL_GRAIN_WINDOW ||
-		p->per == q->per;
 }
 
 /* Put the amount first in its target's list. */
@@ -234,7 +179,7 @@ rl_refund_merge(RlAmount *a, RlAmount *b)
 	int64		i;
 
 	if (a->nspent > 0 && b->nspent > 0 &&
-		same_refund(a->target, &b->params, b->spent[b->nspent - 1].time,
+		rl_refund_same_time(a->target, &b->params, b->spent[b->nspent - 1].time,
 					a->spent[0].time))
 		joined = 1;
 	if (!spent_reserve(b, b->nspent + a->nspent - joined, true))

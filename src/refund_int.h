@@ -9,7 +9,25 @@
 #ifndef RL_REFUND_INT_H
 #define RL_REFUND_INT_H
 
+#include "common/int.h"
+
+#include "algo_common.h"
 #include "engine.h"
+
+/*
+ * How a target's refunds add up, from its algorithm's refund_grain and its
+ * receipts' flags (rl_refund_kind): which calls join a pair, and which
+ * parameters make a class of amounts.
+ */
+typedef enum RlTargetKind
+{
+	RL_TARGET_WINDOW,			/* calls of one window of W; class: W */
+	RL_TARGET_BOUND,			/* any calls, their bounds composed (a
+								 * bucket's); one class */
+	RL_TARGET_EXACT,			/* calls of one microsecond; one class */
+	RL_TARGET_LEASE				/* any calls; class: every parameter (a
+								 * lease's refund finds the lease by them) */
+} RlTargetKind;
 
 /* units consumed at a time: one call's, or several a refund treats as one */
 typedef struct RlSpent
@@ -51,6 +69,7 @@ typedef struct RlTarget
 	RlTargetKey id;				/* first: the hash key */
 	uint64		incarnation;	/* what its refunds name (a lease target:
 								 * the newest lease's) */
+	uint8		kind;			/* RlTargetKind */
 	RlAmount   *amounts;		/* innermost level first; within a level,
 								 * the latest used first */
 	RlBatch    *batch;			/* the transaction's tracking it is of */
@@ -82,14 +101,94 @@ struct RlLevel
 extern uint32 rl_refund_target_hash(const void *key, Size keysize);
 extern int	rl_refund_target_match(const void *key1, const void *key2,
 								   Size keysize);
-extern bool rl_refund_same_class(const RlTarget *target, const RlParams *p,
-								 const RlParams *q);
-extern bool rl_refund_add(RlAmount *a, const RlParams *p, int64 t,
-						  int64 cost, bool no_oom);
+extern RlTargetKind rl_refund_kind(RlAlgo algo, uint8 flags);
+extern bool rl_refund_append(RlAmount *a, const RlParams *p, int64 t,
+							 int64 cost, bool no_oom);
 extern void rl_refund_link(RlAmount *a);
 extern void rl_refund_unlink(RlAmount *a);
 extern RlAmount *rl_refund_find(RlTarget *target, RlLevel *level,
 								const RlParams *p);
 extern bool rl_refund_merge(RlAmount *a, RlAmount *b);
+
+/*
+ * May calls with parameters p and q share an amount of the target: does
+ * its refund read them the same?  A lease's refund finds the lease by all
+ * of them; a window's reads W; the others read neither W nor the rest (a
+ * bucket's burst: its bounds compose, rl_refund_add).
+ */
+static inline bool
+rl_refund_same_class(const RlTarget *target, const RlParams *p,
+					 const RlParams *q)
+{
+	switch ((RlTargetKind) target->kind)
+	{
+		case RL_TARGET_WINDOW:
+			return p->per == q->per;
+		case RL_TARGET_LEASE:
+			return p->limit == q->limit && p->per == q->per &&
+				p->burst == q->burst;
+		default:
+			return true;
+	}
+}
+
+/*
+ * Would a refund at time t give back the same as one at time u, of an
+ * amount with parameters p?  The window refunds (and the Redis scripts
+ * mirroring them) depend only on the window t falls in, the buckets' not
+ * on t, a lease's not either (it goes to the lease its incarnation names);
+ * a log entry needs the exact time.
+ */
+static inline bool
+rl_refund_same_time(const RlTarget *target, const RlParams *p, int64 t,
+					int64 u)
+{
+	switch ((RlTargetKind) target->kind)
+	{
+		case RL_TARGET_WINDOW:
+			return rl_floor_div(t, p->per) == rl_floor_div(u, p->per);
+		case RL_TARGET_EXACT:
+			return t == u;
+		default:
+			return true;
+	}
+}
+
+/*
+ * Add cost at time t, consumed with parameters p of the amount's class, to
+ * the amount's newest pair if a refund cannot tell them apart (a bucket's
+ * amount, one pair, composes its bound with p's burst and takes p's W:
+ * given back newest first, this call is bounded by its burst B, then the
+ * pair's cost C more, so the bound becomes min(K, B + C)); else as a new
+ * pair (rl_refund_append).  Returns false, changing nothing, if there is
+ * no room for a new pair and no_oom says not to raise an error for it.  A
+ * sum past PG_INT64_MAX stays there: a refund never gives back that much
+ * (a state's units are bounded by its limit or burst).
+ */
+static inline bool
+rl_refund_add(RlAmount *a, const RlParams *p, int64 t, int64 cost,
+			  bool no_oom)
+{
+	RlSpent    *last;
+
+	if (a->nspent == 0)
+		return rl_refund_append(a, p, t, cost, no_oom);
+	last = &a->spent[a->nspent - 1];
+	if (!rl_refund_same_time(a->target, &a->params, last->time, t))
+		return rl_refund_append(a, p, t, cost, no_oom);
+	if (a->target->kind == RL_TARGET_BOUND)
+	{
+		int64		bound;
+
+		if (pg_add_s64_overflow(p->burst, last->cost, &bound))
+			bound = PG_INT64_MAX;
+		a->params.burst = Min(a->params.burst, bound);
+		a->params.limit = p->limit;
+		a->params.per = p->per;
+	}
+	if (pg_add_s64_overflow(last->cost, cost, &last->cost))
+		last->cost = PG_INT64_MAX;
+	return true;
+}
 
 #endif							/* RL_REFUND_INT_H */
