@@ -253,13 +253,13 @@ lease_current(RlTarget *target, uint64 incarnation)
 {
 	RlAmount   *a;
 
-	if (incarnation == target->incarnation)
+	if (incarnation == target->id.incarnation)
 		return true;
-	if (incarnation < target->incarnation)
+	if (incarnation < target->id.incarnation)
 		return false;
 	for (a = target->amounts; a != NULL; a = a->tnext)
 		a->nspent = 0;
-	target->incarnation = incarnation;
+	target->id.incarnation = incarnation;
 	return true;
 }
 
@@ -277,8 +277,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 	id.algo = req->algo;
 	id.engine = r->engine;
 	id.flags = r->flags;
-	/* a lease's: one target per key, for its newest lease */
-	id.incarnation = (r->flags & RL_RECEIPT_TIMELESS) ? 0 : r->incarnation;
+	id.incarnation = r->incarnation;
 	target = hash_search(targets, &id, HASH_FIND, NULL);
 	if (target == NULL)
 	{
@@ -288,8 +287,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 		memcpy(key, id.key, id.keylen);
 		target = hash_search(targets, &id, HASH_ENTER, NULL);
 		target->id.key = key;
-		target->incarnation = r->incarnation;
-		target->kind = rl_refund_kind(id.algo, id.flags);
+		target->id.kind = rl_refund_kind(id.algo, id.flags);
 		target->amounts = NULL;
 		target->batch = batch;
 	}
@@ -340,7 +338,7 @@ amount_refund(RlAmount *a)
 	req.keylen = a->target->id.keylen;
 	r.engine = a->target->id.engine;
 	r.flags = a->target->id.flags;
-	r.incarnation = a->target->incarnation;
+	r.incarnation = a->target->id.incarnation;
 	r.params = a->params;
 	while (a->nspent > 0)
 	{

@@ -29,6 +29,8 @@ rl_refund_target_hash(const void *key, Size keysize)
 	h = hash_combine(h, k->dbid);
 	h = hash_combine(h, ((uint32) k->algo << 16) | ((uint32) k->flags << 8) |
 					 (uint32) k->engine);
+	if (k->flags & RL_RECEIPT_TIMELESS)
+		return h;
 	h = hash_combine(h, (uint32) k->incarnation);
 	return hash_combine(h, (uint32) (k->incarnation >> 32));
 }
@@ -43,7 +45,8 @@ rl_refund_target_match(const void *key1, const void *key2, Size keysize)
 	return !(a->keylen == b->keylen && a->dbid == b->dbid &&
 			 a->algo == b->algo && a->engine == b->engine &&
 			 a->flags == b->flags &&
-			 a->incarnation == b->incarnation &&
+			 (a->incarnation == b->incarnation ||
+			  (a->flags & RL_RECEIPT_TIMELESS)) &&
 			 memcmp(a->key, b->key, a->keylen) == 0);
 }
 

@@ -36,7 +36,11 @@ typedef struct RlSpent
 	int64		cost;
 } RlSpent;
 
-/* the hash key of a target: the state a refund reaches */
+/*
+ * The hash key of a target: the state a refund reaches.  A lease target's
+ * (RL_RECEIPT_TIMELESS) is the key's, whatever its lease: its incarnation
+ * is not part of the key, and is the newest lease's.
+ */
 typedef struct RlTargetKey
 {
 	const char *key;			/* in its batch's context (a lookup: the
@@ -46,7 +50,9 @@ typedef struct RlTargetKey
 	RlAlgo		algo;
 	uint8		engine;			/* RlEngineId */
 	uint8		flags;			/* RL_RECEIPT_* */
-	uint64		incarnation;
+	uint8		kind;			/* RlTargetKind: not part of the key, set
+								 * once the entry is made */
+	uint64		incarnation;	/* what its refunds name */
 } RlTargetKey;
 
 typedef struct RlAmount RlAmount;
@@ -67,9 +73,6 @@ typedef struct RlBatch
 typedef struct RlTarget
 {
 	RlTargetKey id;				/* first: the hash key */
-	uint64		incarnation;	/* what its refunds name (a lease target:
-								 * the newest lease's) */
-	uint8		kind;			/* RlTargetKind */
 	RlAmount   *amounts;		/* innermost level first; within a level,
 								 * the latest used first */
 	RlBatch    *batch;			/* the transaction's tracking it is of */
@@ -120,7 +123,7 @@ static inline bool
 rl_refund_same_class(const RlTarget *target, const RlParams *p,
 					 const RlParams *q)
 {
-	switch ((RlTargetKind) target->kind)
+	switch ((RlTargetKind) target->id.kind)
 	{
 		case RL_TARGET_WINDOW:
 			return p->per == q->per;
@@ -143,7 +146,7 @@ static inline bool
 rl_refund_same_time(const RlTarget *target, const RlParams *p, int64 t,
 					int64 u)
 {
-	switch ((RlTargetKind) target->kind)
+	switch ((RlTargetKind) target->id.kind)
 	{
 		case RL_TARGET_WINDOW:
 			return rl_floor_div(t, p->per) == rl_floor_div(u, p->per);
@@ -176,7 +179,7 @@ rl_refund_add(RlAmount *a, const RlParams *p, int64 t, int64 cost,
 	last = &a->spent[a->nspent - 1];
 	if (!rl_refund_same_time(a->target, &a->params, last->time, t))
 		return rl_refund_append(a, p, t, cost, no_oom);
-	if (a->target->kind == RL_TARGET_BOUND)
+	if (a->target->id.kind == RL_TARGET_BOUND)
 	{
 		int64		bound;
 
