@@ -9,8 +9,8 @@
  * consumed, with which parameters, at which time, from which incarnation
  * of the state), which the dispatcher hands over.  When a subtransaction
  * aborts, what it consumed is given back; when it commits, its consumption
- * passes to its parent.  At top-level abort everything left is given back; at commit and
- * prepare it is forgotten.
+ * passes to its parent.  At top-level abort everything left is given
+ * back; at commit and prepare it is forgotten.
  *
  * What is kept grows with the keys and the savepoint levels, not with the
  * rows: receipts are added up where one refund of the sum gives back
@@ -42,8 +42,8 @@
  *	  incarnation names).  A sliding_window_log refund needs the exact time
  *	  (the log keeps an entry per microsecond): a pair (16 bytes) per
  *	  distinct microsecond.  (The algorithm table's refund_grain, and the
- *	  receipt's RL_RECEIPT_TIMELESS, say which.)  Timeless refunds of a
- *	  bucket, x -> min(B, x + c) (tokens) or max(0, x - c) (a level), each
+ *	  receipt's RL_RECEIPT_TIMELESS, say which.)  A bucket's refunds,
+ *	  x -> min(B, x + c) (tokens) or max(0, x - c) (a level), each
  *	  with its call's burst B, compose: given back newest first, calls of
  *	  costs C so far and bound K followed by one of (B, c) are one refund
  *	  of C + c bounded by min(K, B + C).  The amount keeps K as its burst
