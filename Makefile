@@ -8,6 +8,7 @@ OBJS = \
 	src/algo_window.o \
 	src/algo_bucket.o \
 	src/algo_log.o \
+	src/period.o \
 	src/lua_scripts.o \
 	src/engine_table.o \
 	src/store.o \
@@ -29,6 +30,7 @@ OBJS = \
 	src/args.o \
 	src/policy.o \
 	src/functions.o \
+	src/usage.o \
 	src/functions_admin.o \
 	src/trigger.o \
 	src/persist.o
@@ -47,7 +49,7 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate guide
+	refund_aggregate calendar guide
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

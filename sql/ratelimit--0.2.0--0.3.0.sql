@@ -292,3 +292,75 @@ CREATE OR REPLACE FUNCTION rl_reset(key text, algo text DEFAULT NULL, policy tex
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'rl_reset_0_3'
 LANGUAGE C VOLATILE;
+
+-- ---- Billing periods, usage and the IETF RateLimit fields (#11) ----
+
+-- Calendar periods for fixed_window (docs/algorithms.md): the zone days,
+-- weeks and months are counted in (NULL: ratelimit.time_zone), and the
+-- instant a policy's periods start from (NULL: midnight, Monday for
+-- weeks, the 1st of the month, January for several months).
+ALTER TABLE rl_policy
+	ADD COLUMN time_zone text,
+	ADD COLUMN period_anchor timestamptz;
+
+-- Per key of a policy: what it used in its current period, its limit and
+-- what remains, and the period (docs/reference.md says what "used" and the
+-- period are for each algorithm).  at: the time to look at (as rl_check's
+-- "at", for superusers and ratelimit_admin).
+CREATE FUNCTION rl_usage(
+	policy text,
+	for_key text DEFAULT NULL,
+	at timestamptz DEFAULT NULL,
+	OUT key text,
+	OUT used bigint,
+	OUT "limit" bigint,
+	OUT remaining bigint,
+	OUT period_start timestamptz,
+	OUT period_end timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_usage'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION rl_usage(text, text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION rl_usage(text, text, timestamptz) TO pg_monitor;
+
+-- A policy name as a structured-field String (RFC 9651): printable ASCII,
+-- with " and \ escaped.
+CREATE FUNCTION rl_sf_string(name text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+BEGIN
+	IF name !~ '^[ -~]*$' THEN
+		RAISE EXCEPTION 'policy name "%" cannot be a RateLimit header field''s name', name
+			USING ERRCODE = 'invalid_parameter_value',
+				  DETAIL = 'A structured-field String holds printable ASCII characters only.';
+	END IF;
+	RETURN '"' || replace(replace(name, '\', '\\'), '"', '\"') || '"';
+END $$;
+
+-- The headers of rl_headers(d) and the RateLimit-Policy and RateLimit
+-- fields of draft-ietf-httpapi-ratelimit-headers-11 for a policy of that
+-- name: q the capacity, w the window in seconds (left out for months,
+-- which have no fixed length), r what remains, t the seconds until the
+-- allowance is back (reset_at), or when denied until a retry may pass
+-- (retry_after, so that Retry-After is never before its end).  at: the
+-- time of the decision (NULL: the statement's start), for the delta t.
+CREATE FUNCTION rl_headers(d rl_decision, policy text,
+						   at timestamptz DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+	SELECT rl_headers(d) || jsonb_strip_nulls(jsonb_build_object(
+		'RateLimit-Policy', rl_sf_string(policy) ||
+			';q=' || coalesce(d.capacity, d."limit")::text ||
+			CASE WHEN d.per IS NOT NULL AND extract(month FROM d.per) = 0
+				AND extract(year FROM d.per) = 0
+				THEN ';w=' || ceil(extract(epoch FROM d.per))::bigint::text
+				ELSE '' END,
+		'RateLimit', rl_sf_string(policy) ||
+			';r=' || d.remaining::text ||
+			';t=' || CASE WHEN NOT d.allowed
+				THEN ceil(d.retry_after)::bigint
+				ELSE greatest(0, ceil(extract(epoch FROM
+					d.reset_at - coalesce(at, statement_timestamp()))))::bigint
+				END::text))
+$$;

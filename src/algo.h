@@ -61,15 +61,51 @@ typedef enum RlAlgo
 #define RL_MAX_ABS_TIME		((int64) 1 << 60)
 #define RL_MAX_PER			(INT64CONST(36525) * USECS_PER_DAY)
 
+/*
+ * A calendar period (fixed_window only, docs/algorithms.md): windows of
+ * whole local days (weeks: multiples of 7, from a Monday) or of calendar
+ * months, in a time zone, from an anchor or from the calendar's own
+ * origin.  All zero (months = days = 0) for a window of W microseconds
+ * aligned on the epoch.  The zone is PostgreSQL's (pg_tzset's cache keeps
+ * it for the life of the process); computing bounds with it is pure.
+ */
+typedef struct RlPeriod
+{
+	int32		months;			/* > 0: calendar months per window */
+	int32		days;			/* > 0: local days per window */
+	int64		anchor;			/* Unix us: a period starts here; or
+								 * RL_NO_ANCHOR */
+	const struct pg_tz *tz;		/* the zone; NULL: UTC */
+} RlPeriod;
+
+#define RL_NO_ANCHOR		PG_INT64_MIN
+
 /* The parameters of one call, already validated. */
 typedef struct RlParams
 {
 	int64		limit;			/* L: units per window, > 0 */
-	int64		per;			/* W: window in microseconds, > 0 */
+	int64		per;			/* W: window in microseconds, > 0 (for a
+								 * calendar period, its nominal length) */
 	int64		cost;			/* c: units consumed, >= 0 */
 	int64		burst;			/* B: bucket capacity (buckets only; = L if
 								 * not given) */
+	RlPeriod	period;			/* calendar windows (fixed_window) */
 } RlParams;
+
+/* Is the window a calendar period rather than W on the epoch? */
+static inline bool
+rl_period_is_calendar(const RlPeriod *period)
+{
+	return (period->months | period->days) != 0;
+}
+
+/* Do two sets of parameters cut time into the same windows? */
+static inline bool
+rl_period_equal(const RlPeriod *a, const RlPeriod *b)
+{
+	return a->months == b->months && a->days == b->days &&
+		a->anchor == b->anchor && a->tz == b->tz;
+}
 
 /* What an algorithm reports for one call. */
 typedef struct RlOutcome
@@ -288,6 +324,12 @@ extern int64 rl_sliding_window_counter_lease_end(const RlParams *p,
 												 int64 now,
 												 const RlOutcome *o);
 extern bool rl_window_image_valid(const RlStateImage *img);
+extern void rl_window_bounds(const RlParams *p, int64 t, int64 *start,
+							 int64 *end);
+
+/* period.c: the bounds of a calendar period (pure) */
+extern void rl_period_bounds(const RlPeriod *period, int64 t, int64 *start,
+							 int64 *end);
 
 /* algo_bucket.c */
 extern bool rl_token_bucket(RlState *s, bool fresh, int64 t, int64 last,

@@ -3,9 +3,12 @@
  * algo_window.c
  *		fixed_window and sliding_window_counter.
  *
- * Both count units per window of W microseconds aligned on the Unix epoch.
- * The state records where its current window starts, so a change of W is
- * simply a new window.  Pure functions: no locks, allocation or errors.
+ * Both count units per window of W microseconds aligned on the Unix epoch;
+ * fixed_window's windows may instead be calendar periods (days in a time
+ * zone, months, from an anchor: period.c).  rl_window_bounds is the one
+ * place a window's bounds come from.  The state records where its current
+ * window starts, so a change of W or of period is simply a new window.
+ * Pure functions: no locks, allocation or errors.
  *
  *-------------------------------------------------------------------------
  */
@@ -15,16 +18,37 @@
 #include "algo_common.h"
 
 /*
- * Move the state to the window containing t.  When keep_previous is set
- * and the stored window is the one just before, its count becomes the
- * previous window's count; otherwise both counts start from zero.
+ * The start and end of the window holding t: a calendar period, or W on
+ * the epoch.  The Redis engine sends the script the bounds it gets here.
  */
-static void
-window_roll(RlWindowState *s, bool fresh, int64 t, int64 per,
+void
+rl_window_bounds(const RlParams *p, int64 t, int64 *start, int64 *end)
+{
+	if (unlikely(rl_period_is_calendar(&p->period)))
+		rl_period_bounds(&p->period, t, start, end);
+	else
+	{
+		*start = rl_floor_div(t, p->per) * p->per;
+		*end = *start + p->per;
+	}
+}
+
+/*
+ * Move the state to the window containing t, and return that window's end.
+ * When keep_previous is set and the stored window is the one just before
+ * (sliding_window_counter, whose windows are all W long), its count
+ * becomes the previous window's count; otherwise both counts start from
+ * zero.
+ */
+static int64
+window_roll(RlWindowState *s, bool fresh, int64 t, const RlParams *p,
 			bool keep_previous)
 {
-	int64		start = rl_floor_div(t, per) * per;
+	int64		start;
+	int64		end;
+	int64		per = p->per;
 
+	rl_window_bounds(p, t, &start, &end);
 	if (fresh)
 	{
 		s->start = start;
@@ -37,6 +61,7 @@ window_roll(RlWindowState *s, bool fresh, int64 t, int64 per,
 		s->cur = 0;
 		s->start = start;
 	}
+	return end;
 }
 
 /*
@@ -49,8 +74,7 @@ rl_fixed_window(RlState *state, bool fresh, int64 t, int64 last,
 	RlWindowState *s = &state->window;
 	int64		end;
 
-	window_roll(s, fresh, t, p->per, false);
-	end = s->start + p->per;
+	end = window_roll(s, fresh, t, p, false);
 
 	o->allowed = p->cost <= p->limit - s->cur;
 	if (o->allowed)
@@ -78,7 +102,7 @@ rl_sliding_window_counter(RlState *state, bool fresh, int64 t, int64 last,
 	int128		used;			/* estimate * W */
 	int128		cost = (int128) p->cost * per;
 
-	window_roll(s, fresh, t, per, true);
+	(void) window_roll(s, fresh, t, p, true);
 	elapsed = t - s->start;
 	capacity = (int128) p->limit * per;
 	used = (int128) s->prev * (per - elapsed) + (int128) s->cur * per;
@@ -133,8 +157,11 @@ rl_fixed_window_refund(RlState *state, int64 t, const RlParams *p,
 					   int64 cost, RlChain *chain)
 {
 	RlWindowState *s = &state->window;
+	int64		start;
+	int64		end;
 
-	if (s->start == rl_floor_div(t, p->per) * p->per)
+	rl_window_bounds(p, t, &start, &end);
+	if (s->start == start)
 		s->cur = Max(s->cur - cost, 0);
 }
 
@@ -147,8 +174,10 @@ rl_sliding_window_counter_refund(RlState *state, int64 t, const RlParams *p,
 								 int64 cost, RlChain *chain)
 {
 	RlWindowState *s = &state->window;
-	int64		start = rl_floor_div(t, p->per) * p->per;
+	int64		start;
+	int64		end;
 
+	rl_window_bounds(p, t, &start, &end);
 	if (s->start == start)
 		s->cur = Max(s->cur - cost, 0);
 	else if (s->start == start + p->per)

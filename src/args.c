@@ -8,15 +8,18 @@
  * wherever it comes from.  Every refusal is an ERROR with a SQLSTATE of
  * class 22 (42501 for "at" without privilege, 55000 without the preload)
  * and a message naming the argument; docs/reference.md lists them.  Runs
- * before any lock is taken.  No shared state.
+ * before any lock is taken.  No shared state; the setting
+ * ratelimit.time_zone is defined here.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "pgtime.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "args.h"
@@ -25,6 +28,71 @@
 
 /* role whose members may pass an explicit "at", besides superusers */
 #define RL_ADMIN_ROLE		"ratelimit_admin"
+
+/* most months a calendar period may hold (100 years, as RL_MAX_PER) */
+#define RL_MAX_MONTHS		1200
+
+/* ratelimit.time_zone: its text, and the zone (set by its assign hook) */
+static char *rl_time_zone = NULL;
+static const pg_tz *rl_time_zone_tz = NULL;
+
+/*
+ * ratelimit.time_zone's check: a zone PostgreSQL knows.  pg_tzset loads it
+ * into its cache, which keeps it for the life of the process.
+ */
+static bool
+time_zone_check(char **newval, void **extra, GucSource source)
+{
+	if (pg_tzset(*newval) == NULL)
+	{
+		GUC_check_errmsg("unknown time zone \"%s\"", *newval);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * ratelimit.time_zone's assignment: the zone the check loaded, from
+ * pg_tzset's cache (no "extra", which PostgreSQL 16 allocates differently
+ * from 15).
+ */
+static void
+time_zone_assign(const char *newval, void *extra)
+{
+	rl_time_zone_tz = pg_tzset(newval);
+}
+
+/* Define ratelimit.time_zone (from _PG_init). */
+void
+rl_args_init(void)
+{
+	DefineCustomStringVariable("ratelimit.time_zone",
+							   "Time zone of fixed_window's calendar periods (days, weeks, months).",
+							   "A policy's time_zone column takes precedence.",
+							   &rl_time_zone, "UTC", PGC_SUSET, 0,
+							   time_zone_check, time_zone_assign, NULL);
+}
+
+/* ratelimit.time_zone's zone */
+const pg_tz *
+rl_arg_time_zone_setting(void)
+{
+	return rl_time_zone_tz;
+}
+
+/* A zone by name, or a clear error (for a policy's time_zone column). */
+const pg_tz *
+rl_arg_time_zone(const char *name)
+{
+	pg_tz	   *tz = pg_tzset(name);
+
+	if (tz == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown time zone \"%s\"", name),
+				 errhint("Use a name of pg_timezone_names, such as \"Europe/Paris\".")));
+	return tz;
+}
 
 /* Fail unless the library was preloaded (the store exists). */
 void
@@ -74,39 +142,109 @@ rl_arg_key(text *key, const char **bytes, int *len)
 						   RL_MAX_KEY_LEN)));
 }
 
-/* The window in microseconds: positive, no months, at most 100 years. */
-int64
-rl_arg_per(const Interval *per)
+/*
+ * The window of algorithm algo: p->per and p->period from "per", the zone
+ * (ratelimit.time_zone's, or a policy's: zone_given) and an anchor (Unix
+ * us, or RL_NO_ANCHOR).  Months and years, and days in a zone other than
+ * UTC, from an anchor or in whole weeks (which start on Monday), make a
+ * calendar period: fixed_window only (docs/algorithms.md says why).  A
+ * per of whole days in UTC without an anchor stays W on the epoch, which
+ * is the same windows.  Otherwise per is positive and at most 100 years;
+ * a day counts 24 hours.
+ */
+void
+rl_arg_period(RlAlgo algo, const Interval *per, const pg_tz *tz,
+			  bool zone_given, int64 anchor, RlParams *p)
 {
+	RlPeriod   *pd = &p->period;
+	bool		calendar_algo = algo == RL_FIXED_WINDOW;
+	long int	gmtoff;
 	int128		us;
 
+	memset(pd, 0, sizeof(*pd));
+	pd->anchor = RL_NO_ANCHOR;
+	if (tz != NULL && pg_get_timezone_offset(tz, &gmtoff) && gmtoff == 0)
+		tz = NULL;				/* UTC: plain arithmetic */
+
 	if (per->month != 0)
+	{
+		if (!calendar_algo)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a \"per\" of months or years applies only to algorithm \"fixed_window\""),
+					 errdetail("Algorithm \"%s\" needs windows of one fixed length, and months have none.",
+							   rl_algo_name(algo)),
+					 errhint("Use fixed_window for calendar periods, or express the window in days, hours, minutes or seconds.")));
+		if (per->day != 0 || per->time != 0 || per->month < 0 ||
+			per->month > RL_MAX_MONTHS)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("a calendar \"per\" must be whole months or years, from 1 month to 100 years"),
+					 errhint("Write it as '1 month', '3 months' or '1 year'.")));
+		pd->months = per->month;
+		/* nominal: what a window that cannot be decided is told to wait */
+		p->per = (int64) per->month * 31 * USECS_PER_DAY;
+	}
+	else
+	{
+		us = (int128) per->day * USECS_PER_DAY + per->time;
+		if (us <= 0 || us > RL_MAX_PER)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("\"per\" must be greater than zero and at most 36525 days")));
+		p->per = (int64) us;
+		if (calendar_algo && per->time == 0 &&
+			(tz != NULL || anchor != RL_NO_ANCHOR || per->day % 7 == 0))
+			pd->days = per->day;
+	}
+
+	if (!(calendar_algo && per->time == 0) &&
+		(zone_given || anchor != RL_NO_ANCHOR))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"per\" must not contain months or years"),
-				 errdetail("A month has no fixed length."),
-				 errhint("Express the window in days, hours, minutes or seconds.")));
-	us = (int128) per->day * USECS_PER_DAY + per->time;
-	if (us <= 0 || us > RL_MAX_PER)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"per\" must be greater than zero and at most 36525 days")));
-	return (int64) us;
+				 errmsg("\"time_zone\" and \"period_anchor\" apply only to fixed_window with a \"per\" of whole days, weeks, months or years"),
+				 errdetail("Other windows are not aligned on the calendar.")));
+	if (rl_period_is_calendar(pd))
+	{
+		pd->tz = tz;
+		pd->anchor = anchor;
+	}
 }
 
 /*
- * A window in microseconds as an interval, for results and messages: all of
- * it in the time field, as rl_arg_per counts a day as 24 hours.
+ * A request's window as an interval, for results and messages: months for
+ * a period of months, days for one of days, else all of it in the time
+ * field (a day of a window of W counts 24 hours).
  */
 Interval *
-rl_per_interval(int64 per)
+rl_per_interval(const RlParams *p)
 {
 	Interval   *iv = palloc(sizeof(Interval));
 
-	iv->time = per;
+	iv->time = 0;
 	iv->day = 0;
 	iv->month = 0;
+	if (p->period.months > 0)
+		iv->month = p->period.months;
+	else if (p->period.days > 0)
+		iv->day = p->period.days;
+	else
+		iv->time = p->per;
 	return iv;
+}
+
+/* A billing anchor: finite, and within the range of "at". */
+int64
+rl_arg_anchor(TimestampTz anchor)
+{
+	if (TIMESTAMP_NOT_FINITE(anchor) ||
+		anchor > RL_MAX_ABS_TIME - RL_UNIX_OFFSET ||
+		anchor < -RL_MAX_ABS_TIME - RL_UNIX_OFFSET)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("\"period_anchor\" is out of range"),
+				 errdetail("An anchor must be finite and within 36000 years of 1970.")));
+	return anchor + RL_UNIX_OFFSET;
 }
 
 /*

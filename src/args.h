@@ -11,6 +11,7 @@
 
 #include "fmgr.h"
 #include "datatype/timestamp.h"
+#include "pgtime.h"
 
 #include "engine.h"
 
@@ -19,8 +20,13 @@ extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							const char *name);
 extern RlAlgo rl_arg_algo(text *name);
 extern void rl_arg_key(text *key, const char **bytes, int *len);
-extern int64 rl_arg_per(const Interval *per);
-extern Interval *rl_per_interval(int64 per);
+extern void rl_args_init(void);
+extern const pg_tz *rl_arg_time_zone_setting(void);
+extern const pg_tz *rl_arg_time_zone(const char *name);
+extern void rl_arg_period(RlAlgo algo, const Interval *per, const pg_tz *tz,
+						  bool zone_given, int64 anchor, RlParams *p);
+extern Interval *rl_per_interval(const RlParams *p);
+extern int64 rl_arg_anchor(TimestampTz anchor);
 extern int64 rl_arg_at(TimestampTz at);
 extern void rl_arg_positive(int64 value, const char *name);
 extern void rl_arg_cost(int64 cost);

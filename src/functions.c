@@ -87,7 +87,8 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 
 	p->limit = PG_GETARG_INT64(ARG_LIMIT);
 	rl_arg_positive(p->limit, "limit");
-	p->per = rl_arg_per(PG_GETARG_INTERVAL_P(ARG_PER));
+	rl_arg_period(req->algo, PG_GETARG_INTERVAL_P(ARG_PER),
+				  rl_arg_time_zone_setting(), false, RL_NO_ANCHOR, p);
 	p->cost = PG_GETARG_INT64(ARG_COST);
 	rl_arg_cost(p->cost);
 	if (!PG_ARGISNULL(ARG_BURST))
@@ -235,7 +236,7 @@ decision_values(const RlDecisionShape *shape, const RlRequest *req,
 														   &req->params));
 				break;
 			case DCOL_PER:
-				values[i] = IntervalPGetDatum(rl_per_interval(req->params.per));
+				values[i] = IntervalPGetDatum(rl_per_interval(&req->params));
 				break;
 			default:
 				nulls[i] = true;

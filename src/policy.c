@@ -77,6 +77,8 @@ typedef enum RlPolicyColumn
 	PCOL_BACKEND,
 	PCOL_FAIL_MODE,
 	PCOL_SHADOW,
+	PCOL_TIME_ZONE,				/* optional: 0.3.0 */
+	PCOL_PERIOD_ANCHOR,			/* optional: 0.3.0 */
 	PCOL_COUNT
 } RlPolicyColumn;
 
@@ -84,6 +86,7 @@ static const struct
 {
 	const char *name;
 	Oid			type;
+	bool		optional;		/* absent before 0.3.0: read as NULL */
 }			policy_columns[PCOL_COUNT] =
 {
 	[PCOL_NAME] = {"name", TEXTOID},
@@ -95,6 +98,8 @@ static const struct
 	[PCOL_BACKEND] = {"backend", TEXTOID},
 	[PCOL_FAIL_MODE] = {"fail_mode", TEXTOID},
 	[PCOL_SHADOW] = {"shadow", BOOLOID},
+	[PCOL_TIME_ZONE] = {"time_zone", TEXTOID, true},
+	[PCOL_PERIOD_ANCHOR] = {"period_anchor", TIMESTAMPTZOID, true},
 };
 
 /* where each column is in a descriptor of the table (or of a query) */
@@ -191,7 +196,7 @@ policy_attnos(TupleDesc desc, RlPolicyAttnos *cols)
 				break;
 			}
 		}
-		if (cols->attno[c] == InvalidAttrNumber)
+		if (cols->attno[c] == InvalidAttrNumber && !policy_columns[c].optional)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("table \"rl_policy\" has no column \"%s\"",
@@ -267,7 +272,12 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 	int			c;
 
 	for (c = 0; c < PCOL_COUNT; c++)
-		values[c] = heap_getattr(tuple, cols->attno[c], desc, &nulls[c]);
+	{
+		values[c] = (Datum) 0;
+		nulls[c] = true;
+		if (cols->attno[c] != InvalidAttrNumber)
+			values[c] = heap_getattr(tuple, cols->attno[c], desc, &nulls[c]);
+	}
 
 	if (nulls[PCOL_NAME])
 		ereport(ERROR,
@@ -292,7 +302,13 @@ policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 	pol->algo = rl_arg_algo(DatumGetTextPP(values[PCOL_ALGO]));
 	pol->params.limit = DatumGetInt64(values[PCOL_LIMIT]);
 	rl_arg_positive(pol->params.limit, "limit");
-	pol->params.per = rl_arg_per(DatumGetIntervalP(values[PCOL_PER]));
+	pol->per = *DatumGetIntervalP(values[PCOL_PER]);
+	pol->zone_given = !nulls[PCOL_TIME_ZONE];
+	pol->zone = pol->zone_given ?
+		rl_arg_time_zone(TextDatumGetCString(values[PCOL_TIME_ZONE])) : NULL;
+	pol->anchor = nulls[PCOL_PERIOD_ANCHOR] ? RL_NO_ANCHOR :
+		rl_arg_anchor(DatumGetTimestampTz(values[PCOL_PERIOD_ANCHOR]));
+	rl_policy_period(pol, pol->anchor, &pol->params);
 	pol->params.cost = DatumGetInt64(values[PCOL_COST]);
 	rl_arg_cost(pol->params.cost);
 	if (!nulls[PCOL_BURST])
@@ -612,6 +628,19 @@ rl_policy_get(text *name)
 }
 
 /*
+ * The policy's window, with an anchor (the policy's, or a key's): sets
+ * p->per and p->period.  The zone is the policy's time_zone, or else
+ * ratelimit.time_zone's as it is now.
+ */
+void
+rl_policy_period(const RlPolicy *pol, int64 anchor, RlParams *p)
+{
+	rl_arg_period(pol->algo, &pol->per,
+				  pol->zone_given ? pol->zone : rl_arg_time_zone_setting(),
+				  pol->zone_given, anchor, p);
+}
+
+/*
  * Build the request for a key under a policy.  The stored key is the
  * policy's name, a NUL byte and the key: text never contains NUL, so
  * policies never share state with each other or with direct calls.  The
@@ -636,6 +665,9 @@ rl_policy_request(const RlPolicy *pol, text *key, RlRequest *req)
 	req->key = stored;
 	req->keylen = namelen + 1 + len;
 	req->params = pol->params;
+	/* a calendar window without a zone of its own follows the setting */
+	if (!pol->zone_given && pol->algo == RL_FIXED_WINDOW && pol->per.time == 0)
+		rl_policy_period(pol, pol->anchor, &req->params);
 	req->backend = pol->backend;
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;

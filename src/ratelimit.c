@@ -23,6 +23,7 @@
 
 #include "utils/guc.h"
 
+#include "args.h"
 #include "compat.h"
 #include "dispatch.h"
 #include "persist.h"
@@ -30,6 +31,7 @@
 #include "redis.h"
 #include "stats.h"
 #include "store.h"
+#include "trigger.h"
 
 RL_MODULE_MAGIC;
 
@@ -86,6 +88,8 @@ _PG_init(void)
 		return;
 
 	rl_store_init();
+	rl_args_init();
+	rl_trigger_init();
 	rl_dispatch_init();
 	rl_redis_init();
 	rl_policy_init();

@@ -145,7 +145,8 @@ lease_matches(const RlLease *l, const RlRequest *req, const RlParams *p)
 		memcmp(l->key, req->key, req->keylen) == 0 &&
 		l->params.limit == p->limit &&
 		l->params.per == p->per &&
-		l->params.burst == p->burst;
+		l->params.burst == p->burst &&
+		rl_period_equal(&l->params.period, &p->period);
 }
 
 /* The request's lease, or NULL if it has none. */

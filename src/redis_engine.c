@@ -89,8 +89,8 @@ script_run(RlRedisCall *call, const RlRequest *req, const RlParams *p,
 	StringInfoData hkey;
 	StringInfoData lkey;
 	RlScriptArgs args;
-	const char *argv[12];
-	size_t		argvlen[12];
+	const char *argv[16];
+	size_t		argvlen[16];
 	int			argc = 0;
 	int			i;
 	redisReply *r;
@@ -242,7 +242,7 @@ call_all(RlRedisCall *call, const RlRequest *reqs, int n, RlOutcome *outs,
 		 int64 *times, uint64 *incarnations)
 {
 	const RlRedisScript *script = rl_redis_script_all();
-	int			maxargs = 4 + n * 11;
+	int			maxargs = 4 + n * 17;
 	const char **argv = palloc(sizeof(char *) * maxargs);
 	size_t	   *argvlen = palloc(sizeof(size_t) * maxargs);
 	RlScriptArgs *args = palloc(sizeof(RlScriptArgs) * n);
@@ -304,6 +304,8 @@ call_all(RlRedisCall *call, const RlRequest *reqs, int n, RlOutcome *outs,
 		argv[argc] = req->shadow ? "1" : "0";
 		argvlen[argc++] = 1;
 		rl_redis_script_args(req, &req->params, NULL, &args[i]);
+		argv[argc] = args[i].nargs;
+		argvlen[argc++] = strlen(args[i].nargs);
 		for (j = 0; j < args[i].argc; j++)
 		{
 			argv[argc] = args[i].argv[j];

@@ -185,12 +185,15 @@ typedef struct RlRedisScript
 /* A script's ARGV for one call (see src/lua/prelude.lua) */
 typedef struct RlScriptArgs
 {
-	char		num[6][24];		/* at, limit, per, cost, burst, and for a
-								 * refund the incarnation */
-	const char *argv[7];		/* at ... burst, the TTL slack, and for a
-								 * refund the incarnation */
-	size_t		len[7];
-	int			argc;			/* 6, 7 for a refund */
+	char		num[10][24];	/* at, limit, per, cost, burst, for a
+								 * refund the incarnation, then a calendar
+								 * period's four bounds */
+	const char *argv[11];		/* at ... burst, the TTL slack, the
+								 * incarnation ('' for a decision with
+								 * bounds), the bounds */
+	size_t		len[11];
+	int			argc;			/* 6, 7 for a refund, 11 with bounds */
+	char		nargs[4];		/* argc, in decimal (the all script) */
 } RlScriptArgs;
 
 extern void rl_redis_script_init(void);

@@ -194,6 +194,33 @@ rl_redis_nkeys(RlAlgo algo)
 }
 
 /*
+ * A calendar period's bounds for the script (prelude.lua, window()): the
+ * starts of the windows before, of and after the one holding the time the
+ * call is expected at, and the end of the last.  The time is the refunded
+ * call's, the explicit "at", or this server's clock: Redis's TIME, when it
+ * decides the time, is within a period of it.
+ */
+static void
+script_bounds(const RlRequest *req, const RlParams *p, const RlReceipt *r,
+			  RlScriptArgs *a)
+{
+	int64		t = r != NULL ? r->time :
+		req->at != RL_NO_TIME ? req->at : rl_clock_now();
+	int64		b[4];
+	int64		unused;
+	int			i;
+
+	rl_window_bounds(p, t, &b[1], &b[2]);
+	rl_window_bounds(p, b[1] - 1, &b[0], &unused);
+	rl_window_bounds(p, b[2], &unused, &b[3]);
+	for (i = 0; i < 4; i++)
+	{
+		snprintf(a->num[6 + i], 24, INT64_FORMAT, b[i]);
+		a->argv[a->argc++] = a->num[6 + i];
+	}
+}
+
+/*
  * Fill a call's script arguments, with the parameters p.  For a refund (r
  * not NULL), "at" is the refunded call's time and the incarnation follows;
  * otherwise "at" is the request's own time: its explicit "at", the
@@ -223,12 +250,16 @@ rl_redis_script_args(const RlRequest *req, const RlParams *p,
 		RL_REDIS_SLACK_CLOCK;
 	a->argc = 6;
 	if (r != NULL)
-	{
 		snprintf(a->num[5], 24, UINT64_FORMAT, r->incarnation);
+	else
+		a->num[5][0] = '\0';
+	if (r != NULL || rl_period_is_calendar(&p->period))
 		a->argv[a->argc++] = a->num[5];
-	}
+	if (rl_period_is_calendar(&p->period))
+		script_bounds(req, p, r, a);
 	for (i = 0; i < a->argc; i++)
 		a->len[i] = strlen(a->argv[i]);
+	snprintf(a->nargs, sizeof(a->nargs), "%d", a->argc);
 }
 
 /* Parse a decimal integer reply element; false if it is not one. */

@@ -116,8 +116,9 @@ extern bool rl_refund_merge(RlAmount *a, RlAmount *b);
 /*
  * May calls with parameters p and q share an amount of the target: does
  * its refund read them the same?  A lease's refund finds the lease by all
- * of them; a window's reads W; the others read neither W nor the rest (a
- * bucket's burst: its bounds compose, rl_refund_add).
+ * of them; a window's reads W and its period (which windows cut time);
+ * the others read neither W nor the rest (a bucket's burst: its bounds
+ * compose, rl_refund_add).
  */
 static inline bool
 rl_refund_same_class(const RlTarget *target, const RlParams *p,
@@ -126,10 +127,12 @@ rl_refund_same_class(const RlTarget *target, const RlParams *p,
 	switch ((RlTargetKind) target->id.kind)
 	{
 		case RL_TARGET_WINDOW:
-			return p->per == q->per;
+			return p->per == q->per &&
+				rl_period_equal(&p->period, &q->period);
 		case RL_TARGET_LEASE:
 			return p->limit == q->limit && p->per == q->per &&
-				p->burst == q->burst;
+				p->burst == q->burst &&
+				rl_period_equal(&p->period, &q->period);
 		default:
 			return true;
 	}
@@ -149,7 +152,15 @@ rl_refund_same_time(const RlTarget *target, const RlParams *p, int64 t,
 	switch ((RlTargetKind) target->id.kind)
 	{
 		case RL_TARGET_WINDOW:
-			return rl_floor_div(t, p->per) == rl_floor_div(u, p->per);
+			{
+				int64		ts,
+							us,
+							end;
+
+				rl_window_bounds(p, t, &ts, &end);
+				rl_window_bounds(p, u, &us, &end);
+				return ts == us;
+			}
 		case RL_TARGET_EXACT:
 			return t == u;
 		default:

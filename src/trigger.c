@@ -57,11 +57,13 @@
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "trigger.h"
 
 /* the SQLSTATE of a row over its quota */
 #define ERRCODE_RL_QUOTA_EXCEEDED	MAKE_SQLSTATE('P','T','4','2','9')
@@ -132,7 +134,38 @@ static RlTriggerInfo *retired = NULL;
 static Oid	resolving_relid = InvalidOid;
 static bool resolving_stale = false;
 
+/* ratelimit.trigger_at: the time quota triggers decide at; "": the clock */
+static char *rl_trigger_at = NULL;
+
 PG_FUNCTION_INFO_V1(rl_enforce);
+
+/*
+ * Define ratelimit.trigger_at (from _PG_init): for replays, backfills and
+ * tests that cross a period's end (a month's) at a time they choose, as
+ * "at" does for calls.  Superusers only, and checked as "at" at each row.
+ */
+void
+rl_trigger_init(void)
+{
+	DefineCustomStringVariable("ratelimit.trigger_at",
+							   "Time at which quota triggers decide, instead of the clock.",
+							   "Empty (the default): the real clock.",
+							   &rl_trigger_at, "", PGC_SUSET, GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+}
+
+/* ratelimit.trigger_at as the time of a call, or RL_NO_TIME when unset. */
+static int64
+trigger_time(void)
+{
+	Datum		at;
+
+	if (rl_trigger_at == NULL || rl_trigger_at[0] == '\0')
+		return RL_NO_TIME;
+	at = DirectFunctionCall3(timestamptz_in, CStringGetDatum(rl_trigger_at),
+							 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	return rl_arg_at(DatumGetTimestampTz(at));
+}
 
 /*
  * Error context of an rl_enforce call: names the trigger and the table.  In
@@ -600,12 +633,13 @@ enforce_row(RlTriggerCall *call, const RlTriggerInfo *info, HeapTuple tuple)
 		rl_cost_check(req.algo, &req.params);
 	}
 
+	req.at = trigger_time();
 	/* what an admitted row consumed goes back if its transaction aborts */
 	req.track = true;
 	rl_decide(&req, &d);
 	if (!d.out.allowed)
 	{
-		Interval   *per = rl_per_interval(req.params.per);
+		Interval   *per = rl_per_interval(&req.params);
 
 		ereport(ERROR,
 				(errcode(ERRCODE_RL_QUOTA_EXCEEDED),

@@ -9,14 +9,16 @@
 --
 -- KEYS: the calls' keys, in order.  ARGV: the number of calls, then for
 -- each its algorithm's code, its number of keys, 1 if it is a shadow (else
--- 0) and its six arguments (see the prelude).  The reply is each call's
+-- 0), its number of arguments and its arguments (see the prelude: six, or
+-- eleven with a calendar period's bounds).  The reply is each call's
 -- reply.
 local calls, ki, ai, now = {}, 1, 2, nil
 for i = 1, tonumber(ARGV[1]) do
   local c = {algo = ARGV[ai], shadow = ARGV[ai + 2] == '1', keys = {},
              args = {}}
+  local nargs = tonumber(ARGV[ai + 3])
   for j = 1, tonumber(ARGV[ai + 1]) do c.keys[j] = KEYS[ki]; ki = ki + 1 end
-  for j = 1, 6 do c.args[j] = ARGV[ai + 2 + j] end
+  for j = 1, nargs do c.args[j] = ARGV[ai + 3 + j] end
   if c.args[1] == '' then
     if not now then
       local tm = redis.call('TIME')
@@ -24,7 +26,7 @@ for i = 1, tonumber(ARGV[1]) do
     end
     c.args[1] = now
   end
-  calls[i], ai = c, ai + 9
+  calls[i], ai = c, ai + 4 + nargs
 end
 local replies, all = {}, true
 for i, c in ipairs(calls) do
@@ -37,6 +39,7 @@ if not all then
     if replies[i][1] == 1 then
       local args = {replies[i][8], c.args[2], c.args[3], c.args[4],
                     c.args[5], c.args[6], replies[i][9]}
+      for j = 8, #c.args do args[j] = c.args[j] end
       use(c.keys, args)
       refund[c.algo]()
       args[4] = '0'

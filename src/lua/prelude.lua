@@ -10,7 +10,9 @@
 --   KEYS[1]  the state hash; KEYS[2] (sliding_window_log) the entry list
 --   ARGV     at ('' = Redis TIME), limit, per, cost, burst, TTL slack (ms),
 --            and for a refund the incarnation the refunded call consumed
---            from (ARGV[1] is then the refunded call's time)
+--            from (ARGV[1] is then the refunded call's time; '' for a
+--            decision), then for a calendar period (fixed_window) four
+--            bounds (window(), below)
 --
 -- A decision replies {allowed (0/1), remaining, reset_at, retry_after
 -- numerator, denominator, delay numerator, denominator, the call's time,
@@ -274,9 +276,24 @@ local function entry(e)
   return num(string.sub(e, 1, sp - 1)), num(string.sub(e, sp + 1))
 end
 
--- floor(t / W) * W: the start of t's window
+-- The start and end of t's window (C: rl_window_bounds).  A calendar
+-- period's bounds are computed by the caller (src/period.c: time zones
+-- live there only) and sent as ARGV[8] to ARGV[11]: the starts of the
+-- windows before, of and after the one holding the caller's time, and the
+-- end of that last one (a call clamped to a later latest time takes its
+-- window from the state: fixed_window.lua).  A time outside them (a clock
+-- more than a period away from the caller's) is an error, never a guess.
+-- Otherwise the window is floor(t / W) * W, W long.
 local function window(t)
-  return sub(t, select(2, divmod(t, W)))
+  if A[8] then
+    for i = 8, 10 do
+      local s, e = num(A[i]), num(A[i + 1])
+      if cmp(t, s) >= 0 and cmp(t, e) < 0 then return s, e end
+    end
+    error('ratelimit: the call\'s time is outside the calendar periods sent')
+  end
+  local s = sub(t, select(2, divmod(t, W)))
+  return s, add(s, W)
 end
 
 -- t + ceil(n / d), saturated like the C algorithms' reset_at

@@ -2,7 +2,7 @@
 -- the current window, c = its count, p = the previous window's count}
 local v = state('s', 'c', 'p')
 local t = clock(v and num(v[1]))
-local start = window(t)
+local start = (window(t))
 local cur, prev = 0, 0
 if v then
   local s = num(v[2])

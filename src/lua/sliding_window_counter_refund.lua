@@ -4,7 +4,7 @@
 -- rolled once since
 local v = state('s', 'c', 'p')
 if not same(v) then return 0 end
-local s, start = num(v[2]), window(num(A[1]))
+local s, start = num(v[2]), (window(num(A[1])))
 if cmp(s, start) == 0 then
   redis.call('HSET', H, 'c', str(pos(num(v[3]), C)))
 elseif cmp(s, add(start, W)) == 0 then

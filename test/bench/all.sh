@@ -362,7 +362,7 @@ old_rows() {
 }
 
 # A section of the previous report that no phase writes (another script's:
-# refund_memory.sh), heading included, kept as it is.
+# usage.sh, refund_memory.sh), heading included, kept as it is.
 kept_section() {
 	[ -f "$tmp/old_report.md" ] || return 0
 	awk -v h="## $1" '
@@ -645,6 +645,8 @@ fi
 	section targets targets_section
 	section redis redis_section
 	section cost cost_section
+	echo
+	kept_section "Usage over a million keys (issue 11)"
 	echo
 	kept_section "Refund tracking memory (issues 6 and 9)"
 } | cat -s >"$tmp/report.md"

@@ -92,11 +92,18 @@ GROUP BY algo ORDER BY algo;
 -- fixed_window       | 6
 -- sliding_window_log | 3
 -- guide: Monthly quotas
-SELECT reset_at FROM rl_check('tenant:42', 'fixed_window', 10000, '30 days',
-                              at => '2026-03-02 09:00:00+00');
--- 2026-03-08 00:00:00+00
-SELECT rl_allow('tenant:42', 'fixed_window', 10000, '1 month');
--- ERROR:  "per" must not contain months or years
+INSERT INTO rl_policy (name, algo, "limit", per) VALUES
+    ('exports_monthly', 'fixed_window', 10000, '1 month');
+
+SELECT remaining, reset_at
+FROM rl_check('tenant:42', 'exports_monthly', at => '2026-02-27 09:00:00+00');
+-- 9999 | 2026-03-01 00:00:00+00
+INSERT INTO rl_policy (name, algo, "limit", per, time_zone, period_anchor) VALUES
+    ('seats_billing', 'fixed_window', 500, '1 month', 'America/New_York',
+     '2026-01-31 09:30:00-05');
+
+SELECT reset_at FROM rl_check('tenant:7', 'seats_billing', at => '2026-02-10 12:00:00+00');
+-- 2026-02-28 14:30:00+00
 -- guide: Several limits on one key
 INSERT INTO rl_policy (name, algo, "limit", per, burst) VALUES
     ('search_rate', 'token_bucket', 10, '1 second', 20),
@@ -142,9 +149,13 @@ INSERT INTO messages (tenant, body) VALUES (42, 'from psql');
 -- ERROR:  rate limit exceeded for policy "messages_per_tenant"
 \set VERBOSITY default
 -- guide: Usage for billing and dashboards
-SELECT remaining, reset_at
-FROM rl_check('tenant:2', 'exports_pro', at => '2026-03-02 12:00:00+00', cost => 0);
--- 999 | 2026-03-03 00:00:00+00
+SELECT key, used, "limit", period_start, period_end
+FROM rl_usage('exports_monthly', at => '2026-02-27 10:00:00+00');
+-- tenant:42 | 1 | 10000 | 2026-02-01 00:00:00+00 | 2026-03-01 00:00:00+00
+SELECT rl_headers(r, 'exports_monthly', '2026-02-27 10:00:00+00')
+FROM rl_check('tenant:42', 'exports_monthly', at => '2026-02-27 10:00:00+00') AS r;
+-- RateLimit-Policy: "exports_monthly";q=10000      (no w: a month has no fixed length)
+-- RateLimit: "exports_monthly";r=9998;t=136800      (t: seconds to March 1)
 -- back to the suite's database
 \c :regress_db
 DROP DATABASE guide;

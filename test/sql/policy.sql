@@ -12,7 +12,7 @@ FROM rl_policy ORDER BY name;
 -- a bad policy is refused when written, with the call's errors
 INSERT INTO rl_policy (name, algo, "limit") VALUES ('bad', 'token-bucket', 1);
 INSERT INTO rl_policy (name, algo, "limit") VALUES ('bad', 'fixed_window', 0);
-INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('bad', 'fixed_window', 1, '1 month');
+INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('bad', 'leaky_bucket', 1, '1 month');
 INSERT INTO rl_policy (name, algo, "limit", burst) VALUES ('bad', 'fixed_window', 1, 2);
 INSERT INTO rl_policy (name, algo, "limit", cost) VALUES ('bad', 'fixed_window', 1, 2);
 INSERT INTO rl_policy (name, algo, "limit", backend) VALUES ('bad', 'fixed_window', 1, 'memcached');

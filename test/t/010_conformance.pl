@@ -126,6 +126,44 @@ sub rat { return Math::BigRat->new(@_); }
 		[ 5, 3, 10 ], 'model: token_bucket burst changes apply from that call');
 }
 
+{
+	# Calendar periods (docs/algorithms.md), hand-computed: months across a
+	# leap day and before 1970, quarters, weeks from Monday, the days clocks
+	# change in Paris (23 and 25 hours), anchors clamped at a month's end.
+	my $us = sub {
+		my ($y, $m, $d, $h) = @_;
+		return (RlModel::_days_from_civil($y, $m, $d) * 24 + ($h // 0)) * 3600 * $S;
+	};
+	my @cases = (
+		[ 'a month in a leap year', { months => 1, zone => 'UTC' },
+		  [ 2024, 2, 29, 12 ], [ 2024, 2, 1 ], [ 2024, 3, 1 ] ],
+		[ 'a year before 1970', { months => 12, zone => 'UTC' },
+		  [ 1969, 6, 1 ], [ 1969, 1, 1 ], [ 1970, 1, 1 ] ],
+		[ 'a quarter', { months => 3, zone => 'UTC' },
+		  [ 2026, 5, 15 ], [ 2026, 4, 1 ], [ 2026, 7, 1 ] ],
+		[ 'a week from Monday', { days => 7, zone => 'UTC' },
+		  [ 2026, 1, 1 ], [ 2025, 12, 29 ], [ 2026, 1, 5 ] ],
+		[ 'the 23-hour day in Paris', { days => 1, zone => 'Europe/Paris' },
+		  [ 2026, 3, 29, 12 ], [ 2026, 3, 28, 23 ], [ 2026, 3, 29, 22 ] ],
+		[ 'the 25-hour day in Paris', { days => 1, zone => 'Europe/Paris' },
+		  [ 2026, 10, 25, 12 ], [ 2026, 10, 24, 22 ], [ 2026, 10, 25, 23 ] ],
+		[ 'an anchor on January 31, in February',
+		  { months => 1, zone => 'UTC', anchor => $us->(2026, 1, 31, 10) },
+		  [ 2026, 2, 15 ], [ 2026, 1, 31, 10 ], [ 2026, 2, 28, 10 ] ],
+		[ 'an anchor on January 31, in a leap March',
+		  { months => 1, zone => 'UTC', anchor => $us->(2024, 1, 31, 10) },
+		  [ 2024, 3, 1 ], [ 2024, 2, 29, 10 ], [ 2024, 3, 31, 10 ] ],
+		[ 'an anchor in New York',
+		  { months => 1, zone => 'America/New_York', anchor => $us->(2026, 1, 31, 14) },
+		  [ 2026, 2, 10, 12 ], [ 2026, 1, 31, 14 ], [ 2026, 2, 28, 14 ] ],);
+	for my $c (@cases)
+	{
+		my ($name, $period, $t, $start, $end) = @$c;
+		is_deeply([ RlModel::period_bounds($period, $us->(@$t)) ],
+			[ $us->(@$start), $us->(@$end) ], "model: calendar period, $name");
+	}
+}
+
 # The server
 sub env_int
 {
@@ -158,6 +196,7 @@ RlModel::run_conformance(
 	sequences => $nseq,
 	calls     => $ncall,
 	tag       => 'shm',
+	calendar  => 1,
 	$ENV{RL_ALGOS} ? (algos => [ split /,/, $ENV{RL_ALGOS} ]) : ());
 
 # every call was decided by the algorithms, none by ratelimit.fail_mode

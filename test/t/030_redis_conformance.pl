@@ -38,7 +38,8 @@ RlModel::run_conformance(
 	seed      => $seed,
 	sequences => $nseq,
 	calls     => $ncall,
-	tag       => 'redis');
+	tag       => 'redis',
+	calendar  => 1);
 
 # Nothing may have been decided by fail_mode: a failure would have been
 # counted.

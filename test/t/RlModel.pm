@@ -63,6 +63,7 @@ use warnings;
 use Carp;
 use Math::BigInt try => 'GMP';
 use Math::BigRat;
+use POSIX ();
 use Test::More;
 
 our @ALGOS = qw(fixed_window sliding_window_log sliding_window_counter
@@ -125,19 +126,20 @@ sub new
 
 =pod
 
-=head2 $m->check($algo, $key, $L, $W_us, $c, $B_or_undef, $t_us)
+=head2 $m->check($algo, $key, $L, $W_us, $c, $B_or_undef, $t_us [, $period])
 
 Decide one call like C<rl_check> and return a hashref: allowed (0/1), limit,
 remaining (integer), retry_after and delay (seconds: 0 or an exact
 Math::BigRat), reset_at (integer Unix microseconds), and t (the clamped time
 the decision used).
-Croaks on arguments the server must reject.
+Croaks on arguments the server must reject.  $period (fixed_window
+only) makes the windows calendar periods: see C<period_bounds>.
 
 =cut
 
 sub check
 {
-	my ($self, $algo, $key, $L, $W, $c, $B, $t) = @_;
+	my ($self, $algo, $key, $L, $W, $c, $B, $t, $period) = @_;
 
 	croak "unknown algorithm \"$algo\"" unless exists $IMPL{$algo};
 	for my $n ($L, $W, $c, $B, $t)
@@ -148,6 +150,7 @@ sub check
 	croak "per must be > 0"   unless $W > 0;
 	croak "cost must be >= 0" unless $c >= 0;
 	croak "burst on \"$algo\"" if defined $B && !$HAS_BURST{$algo};
+	croak "calendar period on \"$algo\"" if $period && $algo ne 'fixed_window';
 	croak "burst must be > 0" if defined $B && $B <= 0;
 	$B //= $L if $HAS_BURST{$algo};
 	my $cap = $HAS_BURST{$algo} ? $B : $L;
@@ -175,7 +178,8 @@ sub check
 			B       => $B,
 			t       => $t,
 			elapsed => $elapsed,
-			fresh   => $fresh
+			fresh   => $fresh,
+			period  => $period
 		});
 
 	my $remaining = _floor($r->{remaining});
@@ -212,16 +216,20 @@ sub _seconds
 	return ref $us ? $us / $US_PER_S : _rat($us, $US_PER_S);
 }
 
-# fixed_window: a counter per window w = floor(t / W).
+# fixed_window: a counter per window [start, end): floor(t / W) * W and W
+# long, or the calendar period holding t.
 sub _fixed_window
 {
 	my ($s, $p) = @_;
 	my ($L, $W, $c, $t) = @$p{qw(L W c t)};
-	my $w = _floordiv($t, $W);
+	my ($start, $end) =
+	  $p->{period}
+	  ? period_bounds($p->{period}, $t)
+	  : (_floordiv($t, $W) * $W, (_floordiv($t, $W) + 1) * $W);
 
-	if ($p->{fresh} || $s->{w} != $w)
+	if ($p->{fresh} || $s->{start} != $start)
 	{
-		$s->{w}     = $w;
+		$s->{start} = $start;
 		$s->{count} = 0;
 	}
 	my $allowed = $s->{count} + $c <= $L;
@@ -229,9 +237,130 @@ sub _fixed_window
 	return {
 		allowed   => $allowed,
 		remaining => $L - $s->{count},
-		retry     => $allowed ? 0 : ($w + 1) * $W - $t,
-		reset     => $s->{count} > 0 ? ($w + 1) * $W : $t,
+		retry     => $allowed ? 0 : $end - $t,
+		reset     => $s->{count} > 0 ? $end : $t,
 	};
+}
+
+=pod
+
+=head2 RlModel::period_bounds($period, $t_us)
+
+The start and end (Unix microseconds) of the calendar period holding $t_us,
+as docs/algorithms.md ("Calendar periods") defines them, computed here from
+the rules alone: civil dates by Howard Hinnant's day-count formulas, zone
+offsets by the C library's localtime (the TZ variable).  $period is
+{ months => N } or { days => N }, with zone (a name; 'UTC') and anchor
+(Unix microseconds, or undef).  Local times that do not exist or exist
+twice (clock changes) are not modelled: sequences keep boundaries away
+from them.
+
+=cut
+
+my $DAY_US = 86_400 * $US_PER_S;
+
+sub _days_from_civil
+{
+	my ($y, $m, $d) = @_;
+	$y -= 1 if $m <= 2;
+	my $era = _floordiv($y, 400);
+	my $yoe = $y - $era * 400;
+	my $doy = int((153 * ($m > 2 ? $m - 3 : $m + 9) + 2) / 5) + $d - 1;
+	my $doe = $yoe * 365 + int($yoe / 4) - int($yoe / 100) + $doy;
+	return $era * 146_097 + $doe - 719_468;
+}
+
+sub _civil_from_days
+{
+	my ($z) = @_;
+	$z += 719_468;
+	my $era = _floordiv($z, 146_097);
+	my $doe = $z - $era * 146_097;
+	my $yoe =
+	  int(($doe - int($doe / 1460) + int($doe / 36_524) - int($doe / 146_096)) / 365);
+	my $doy = $doe - (365 * $yoe + int($yoe / 4) - int($yoe / 100));
+	my $mp  = int((5 * $doy + 2) / 153);
+	my $d   = $doy - int((153 * $mp + 2) / 5) + 1;
+	my $m   = $mp < 10 ? $mp + 3 : $mp - 9;
+	return ($yoe + $era * 400 + ($m <= 2 ? 1 : 0), $m, $d);
+}
+
+sub _month_days
+{
+	my ($y, $m) = @_;
+	return _days_from_civil($m == 12 ? ($y + 1, 1) : ($y, $m + 1), 1) -
+	  _days_from_civil($y, $m, 1);
+}
+
+# the zone's offset from UTC (microseconds) at Unix time $t
+sub _offset
+{
+	my ($t, $zone) = @_;
+	return 0 if $zone eq 'UTC';
+	local $ENV{TZ} = $zone;
+	POSIX::tzset();
+	my $secs = _floordiv($t, $US_PER_S);
+	my @lt   = localtime($secs);
+	my $local =
+	  _days_from_civil($lt[5] + 1900, $lt[4] + 1, $lt[3]) * 86_400 +
+	  $lt[2] * 3600 + $lt[1] * 60 + $lt[0];
+	return ($local - $secs) * $US_PER_S;
+}
+
+# the Unix time of local day $day (since 1970-01-01) at $tod in $zone
+sub _unix
+{
+	my ($day, $tod, $zone) = @_;
+	my $local = $day * $DAY_US + $tod;
+	my $u = $local - _offset($local, $zone);
+	my $off = _offset($u, $zone);
+	return $local - $off;
+}
+
+sub period_bounds
+{
+	my ($P, $t) = @_;
+	my $zone  = $P->{zone} // 'UTC';
+	my $local = $t + _offset($t, $zone);
+	my $day   = _floordiv($local, $DAY_US);
+	my ($oday, $otod) = (0, 0);
+	if (defined $P->{anchor})
+	{
+		my $la = $P->{anchor} + _offset($P->{anchor}, $zone);
+		$oday = _floordiv($la, $DAY_US);
+		$otod = $la - $oday * $DAY_US;
+	}
+	elsif ($P->{days} && $P->{days} % 7 == 0)
+	{
+		$oday = 4;    # Monday 1970-01-05
+	}
+	my ($k, $start_of);
+	if ($P->{months})
+	{
+		my ($y, $m) = _civil_from_days($day);
+		my ($a0, $aday) = (1970 * 12, 1);
+		if (defined $P->{anchor})
+		{
+			my ($ay, $am, $ad) = _civil_from_days($oday);
+			($a0, $aday) = ($ay * 12 + $am - 1, $ad);
+		}
+		$start_of = sub {
+			my $i  = $a0 + $_[0] * $P->{months};
+			my $yy = _floordiv($i, 12);
+			my $mm = $i - $yy * 12 + 1;
+			return _unix(
+				_days_from_civil($yy, $mm, _min($aday, _month_days($yy, $mm))),
+				$otod, $zone);
+		};
+		$k = _floordiv($y * 12 + $m - 1 - $a0, $P->{months});
+	}
+	else
+	{
+		$start_of = sub { _unix($oday + $_[0] * $P->{days}, $otod, $zone) };
+		$k = _floordiv($day - $oday, $P->{days});
+	}
+	$k-- if $start_of->($k) > $t;
+	return ($start_of->($k), $start_of->($k + 1));
 }
 
 # sliding_window_log: entries [t_i, c_i], oldest first, live while
@@ -410,6 +539,20 @@ sub ts_literal
 }
 
 # The windows the sequences use: microseconds and the interval's SQL text.
+# The calendar periods calendar sequences use (fixed_window under a policy
+# each): the period, its interval's SQL text, and a nominal length for the
+# steps of time.  The zones: UTC, two that change clocks at 02:00 or 03:00
+# (never at a period's start: anchors are at 00:00 to 23:00 on whole hours
+# but for 01:00 to 03:59), one without changes.
+our @PERIODS = (
+	[ { months => 1 },  '1 month',  30 * 86_400_000_000 ],
+	[ { months => 3 },  '3 months', 91 * 86_400_000_000 ],
+	[ { months => 12 }, '1 year',   365 * 86_400_000_000 ],
+	[ { days => 1 },    '1 day',    86_400_000_000 ],
+	[ { days => 7 },    '7 days',   7 * 86_400_000_000 ],
+	[ { days => 3 },    '3 days',   3 * 86_400_000_000 ],);
+our @ZONES = ('UTC', 'Europe/Paris', 'America/New_York', 'Asia/Kolkata');
+
 our @WINDOWS = (
 	[ 1_000_000,      '1 second' ],
 	[ 10_000_000,     '10 seconds' ],
@@ -499,7 +642,9 @@ sub _random_cost
 =head2 RlModel::gen_sequence(algo => ..., seed => ..., calls => N, prefix => ..., start => t_us)
 
 A random call sequence: an arrayref of calls { key, L, W, per, c, B,
-burst_sql, t, expected } (expected: the model's row).  Several keys (odd
+burst_sql, t, expected } (expected: the model's row).  With calendar => 1
+(fixed_window), each key is under a policy of calendar periods (a call's
+policy: { name, sql }; run_sequence creates them).  Several keys (odd
 ones among them: quotes, Cyrillic, 1 kB long) with a fixed window each; times
 mostly advance by small and large steps, sometimes go backwards, and
 often land exactly on a window boundary, on a previous call's reset_at or on
@@ -532,6 +677,7 @@ sub gen_sequence
 			L    => $L,
 			B    => $HAS_BURST{$algo} ? _random_burst($L) : undef,
 		  };
+		_calendar_key($keys[-1], "$prefix:p$i", $o{start}) if $o{calendar};
 	}
 
 	my $model = RlModel->new;
@@ -543,8 +689,10 @@ sub gen_sequence
 		my $k = _pick(@keys);
 		my ($W, $L) = @$k{qw(W L)};
 
-		# now and then the caller changes the limit or the burst
-		if (rand() < 0.02)
+		# now and then the caller changes the limit or the burst (a
+		# calendar key's policy keeps its own)
+		if ($k->{period}) { }
+		elsif (rand() < 0.02)
 		{
 			$k->{L} = $L = _pick(@LIMITS);
 			$k->{B} = _random_burst($L) if $HAS_BURST{$algo} && rand() < 0.7;
@@ -567,7 +715,10 @@ sub gen_sequence
 		elsif ($x < 0.72) { $t -= int(rand(3 * $W)); }
 		elsif ($x < 0.80)
 		{
-			$t = (_floordiv($t, $W) + 1) * $W + $jitter;
+			$t =
+			  $k->{period}
+			  ? (period_bounds($k->{period}, $t))[1] + $jitter
+			  : (_floordiv($t, $W) + 1) * $W + $jitter;
 		}
 		elsif ($prev && $x < 0.90)
 		{
@@ -599,13 +750,47 @@ sub gen_sequence
 			B         => $B,
 			burst_sql => $burst_sql,
 			t         => $t,
+			policy    => $k->{policy},
 		};
 		$call->{expected} =
-		  $model->check($algo, $call->{key}, $L, $W, $c, $B, $t);
+		  $model->check($algo, $call->{key}, $L, $W, $c, $B, $t, $k->{period});
 		push @calls, $call;
 		$last{ $k->{name} } = { row => $call->{expected} };
 	}
 	return \@calls;
+}
+
+# Make a sequence's key a calendar one: a random period, zone and anchor
+# (half of the keys), under a policy of its own named $policy.
+sub _calendar_key
+{
+	my ($k, $policy, $start) = @_;
+	my $p    = _pick(@PERIODS);
+	my $zone = _pick(@ZONES);
+	my $anchor;
+	if (rand() < 0.5)
+	{
+		# a day near the start, often late in its month, at a whole hour
+		my ($y, $m) = _civil_from_days(_floordiv($start, $DAY_US));
+		$y += _pick(-2, -1, 0, 1);
+		$m = 1 + int(rand(12));
+		my $dom = _min(_pick(1, 15, 28, 29, 30, 31), _month_days($y, $m));
+		my $hour = _pick(0, 4, 9, 12, 18, 23);
+		$anchor = _unix(_days_from_civil($y, $m, $dom), $hour * 3600 * $US_PER_S,
+			$zone);
+	}
+	$k->{period} = { %{ $p->[0] }, zone => $zone, anchor => $anchor };
+	$k->{per}    = $p->[1];
+	$k->{W}      = $p->[2];
+	$k->{policy} = {
+		name => $policy,
+		sql  => sprintf(
+			"INSERT INTO rl_policy (name, algo, \"limit\", per, time_zone, period_anchor) "
+			  . "VALUES (%s, 'fixed_window', %d, %s, %s, %s);",
+			_sql_quote($policy), $k->{L}, _sql_quote($p->[1]), _sql_quote($zone),
+			defined $anchor ? _sql_quote(ts_literal($anchor)) : 'NULL')
+	};
+	return;
 }
 
 sub _sql_quote
@@ -619,6 +804,16 @@ sub _sql_quote
 sub _call_sql
 {
 	my ($i, $algo, $call) = @_;
+	return "SELECT $i, allowed, \"limit\", remaining, retry_after, "
+	  . "(extract(epoch from reset_at) * 1000000)::bigint, delay "
+	  . "FROM rl_check("
+	  . join(', ',
+		_sql_quote($call->{key}),
+		'policy => ' . _sql_quote($call->{policy}{name}),
+		'at => ' . _sql_quote(ts_literal($call->{t})),
+		"cost => $call->{c}")
+	  . ');'
+	  if $call->{policy};
 	my $args = join(', ',
 		_sql_quote($call->{key}),
 		_sql_quote($algo),
@@ -717,9 +912,12 @@ sub run_sequence
 	  @$calls && $calls->[0]{expected}
 	  ? map { $_->{expected} } @$calls
 	  : map { $model->check($algo, @$_{qw(key L W c B t)}) } @$calls;
+	my %policies = map { $_->{policy} ? ($_->{policy}{name} => $_->{policy}{sql}) : () }
+	  @$calls;
 	my @setup = (
 		"SET extra_float_digits = 3;", "SET timezone = 'UTC';",
 		map { /;\s*$/ ? $_ : "$_;" } @{ $o{setup} // [] });
+	push @setup, map { $policies{$_} } sort keys %policies;
 	my @sql = map { _call_sql($_, $algo, $calls->[$_]) } 0 .. $#$calls;
 
 	my ($ret, $out, $err) =
@@ -797,9 +995,11 @@ sub run_sequence
 
 =pod
 
-=head2 RlModel::run_conformance($node, seed => S, sequences => N, calls => M, tag => ..., setup => [...], algos => [...])
+=head2 RlModel::run_conformance($node, seed => S, sequences => N, calls => M, tag => ..., setup => [...], algos => [...], calendar => 1)
 
-For each algorithm, generate N random sequences of M calls from seed S (the
+With calendar set, N more sequences of fixed_window under calendar periods
+(C<@PERIODS>, a zone of C<@ZONES>, an anchor half of the time, each key
+under a policy of its own).  For each algorithm, generate N random sequences of M calls from seed S (the
 sequence j of algorithm a uses a seed derived from S, a and j) and run them
 with C<run_sequence>.  The first sequence of each algorithm starts ten
 minutes before the Unix epoch, so that times before 1970 and windows across
@@ -817,17 +1017,23 @@ sub run_conformance
 	my $ncall = $o{calls} // 750;
 	my %index = map { $ALGOS[$_] => $_ } 0 .. $#ALGOS;
 
-	for my $algo (@{ $o{algos} // \@ALGOS })
+	my @algos = @{ $o{algos} // \@ALGOS };
+	push @algos, 'calendar' if $o{calendar};
+	for my $algo (@algos)
 	{
-		croak "unknown algorithm \"$algo\"" unless exists $index{$algo};
+		croak "unknown algorithm \"$algo\""
+		  unless exists $index{$algo} || $algo eq 'calendar';
+		my $cal = $algo eq 'calendar';
+		$algo = 'fixed_window' if $cal;
 		for my $j (0 .. $nseq - 1)
 		{
-			my $s   = $seed * 1000 + $index{$algo} * 100 + $j;
+			my $s   = $seed * 1000 + ($cal ? 500 : $index{$algo} * 100) + $j;
 			my %gen = (
-				algo   => $algo,
-				seed   => $s,
-				calls  => $ncall,
-				prefix => "$tag:$seed:$algo:$j",
+				algo     => $algo,
+				calendar => $cal,
+				seed     => $s,
+				calls    => $ncall,
+				prefix   => "$tag:$seed:" . ($cal ? 'cal' : $algo) . ":$j",
 				start  => 1_767_225_600_000_000 + ($s % 997) * 86_400_000_000 + $s);
 			if ($j == 0)
 			{
@@ -838,7 +1044,7 @@ sub run_conformance
 				$gen{start} = -$t[ @t / 2 ];
 			}
 			run_sequence($node, $algo, gen_sequence(%gen),
-				name   => "$tag $algo seq $j (seed $s)",
+				name   => "$tag " . ($cal ? 'calendar' : $algo) . " seq $j (seed $s)",
 				setup  => $o{setup},
 				dbname => $o{dbname});
 		}
