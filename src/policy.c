@@ -139,10 +139,7 @@ policy_inval(Datum arg, Oid relid)
 		validate_relid = InvalidOid;
 }
 
-/*
- * syscache callback: role memberships changed, and with them what a role
- * may read.  The cache's rows stay; who may use them is checked again.
- */
+/* syscache callback: role memberships changed: check roles again */
 static void
 policy_roles_inval(Datum arg, int cacheid, uint32 hashvalue)
 {
@@ -398,17 +395,12 @@ policy_table(MemoryContext cxt)
 					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 }
 
-/* the policies policy_absent checks against (policy_mark_gone's) */
+/* what policy_absent checks against; what a changing transaction leaves */
 static HTAB *policy_marking = NULL;
-
-/* what a transaction that changed the table leaves, for its commit */
 static HTAB *policy_pending = NULL;
 static bool xact_registered = false;
 
-/*
- * rl_stats_mark_gone's question: is that policy absent from the policies
- * read, or of another algorithm there?
- */
+/* rl_stats_mark_gone's question: is it absent, or of another algorithm? */
 static bool
 policy_absent(const char *name, int algo, bool *known)
 {
@@ -424,9 +416,8 @@ policy_absent(const char *name, int algo, bool *known)
 
 /*
  * Tell the decision counters which of this database's policies are gone,
- * from every policy of the table (read unfiltered): another database's
- * backends cannot read them, and free the slots marked once the counters'
- * table is full.
+ * from all the table's policies (other databases' backends cannot read
+ * them, and free the slots marked once the counters' table is full).
  */
 static void
 policy_mark_gone(HTAB *policies)
@@ -734,10 +725,9 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 }
 
 /*
- * At the end of a transaction that changed the table: as it commits, tell
- * the decision counters which policies it leaves (policy_pending); at an
- * abort, nothing.  The marking allocates and takes a lock, so it is done
- * before the commit, where an error still aborts cleanly.
+ * As a transaction that changed the table commits (before: an error still
+ * aborts cleanly), tell the counters which policies it leaves; at an
+ * abort, nothing.
  */
 static void
 policy_xact(XactEvent event, void *arg)
@@ -752,13 +742,10 @@ policy_xact(XactEvent event, void *arg)
 
 /*
  * After a statement changed the table: read the policies as this
- * transaction sees them now, into a table of its own (the cache may be in
- * use up the stack), for policy_xact to tell the decision counters which
- * are gone if the transaction commits (a dropped policy's slot may then be
- * freed by any database's backend).  Only where the role reads every row
- * (SELECT, no row security): a partial read would take policies it cannot
- * see for gone.  Rows applied in replica mode (their row trigger) are left
- * to the sessions' next reload.
+ * transaction sees them, into a table of its own (the cache may be in use
+ * up the stack), for policy_xact.  Only where the role reads every row
+ * (SELECT, no row security: else it would take policies it cannot see for
+ * gone).  Rows applied in replica mode are left to the next reload.
  */
 static void
 policy_changed_mark(Relation rel)
