@@ -31,6 +31,7 @@ OBJS = \
 	src/redis_reset.o \
 	src/stats.o \
 	src/refund.o \
+	src/refund_amount.o \
 	src/slots.o \
 	src/dispatch.o \
 	src/dispatch_admin.o \

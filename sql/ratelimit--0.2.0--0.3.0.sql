@@ -16,12 +16,78 @@ LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION rl_stats_info() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rl_stats_info() TO pg_monitor;
 
--- ---- rl_keys: text valid in the caller's encoding, and the raw bytes ----
+-- ---- Updating functions whose result columns change ----
 
--- Keys and policy names of other databases are converted to this
--- database's encoding, NULL where they cannot be; key_bytes and
--- policy_bytes are the bytes as stored.  New OUT columns: drop and create.
-DROP FUNCTION rl_keys(boolean);
+-- A function's result columns cannot change in place (CREATE OR REPLACE
+-- refuses), so such a function is renamed to NAME_0_2_0, created anew
+-- under its name, and given the privileges granted or revoked on the old
+-- one (recorded as they were: pg_dump dumps what an administrator changed,
+-- as after a new install).  The old one is then dropped, unless something
+-- depends on it (a view): it is kept, a member of the extension working
+-- as before (the library fills results by column name or position), and a
+-- WARNING names its users.  docs/reference.md, "Updating to 0.3.0", says
+-- what to do.  The helper is dropped after its last use (rl_redis_info).
+CREATE FUNCTION rl_update_replaced(old regprocedure, new regprocedure)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	g record;
+	users text;
+BEGIN
+	-- the new function's privileges: exactly the old one's (none granted
+	-- or revoked: the default, as the new one has)
+	IF (SELECT proacl IS NOT NULL FROM pg_proc WHERE oid = old) THEN
+		EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', new);
+		FOR g IN
+			SELECT a.grantee, a.is_grantable
+			FROM pg_proc p, aclexplode(p.proacl) a
+			WHERE p.oid = old AND a.privilege_type = 'EXECUTE'
+		LOOP
+			EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new,
+				CASE WHEN g.grantee = 0 THEN 'PUBLIC'
+					ELSE quote_ident(pg_get_userbyid(g.grantee)) END,
+				CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+		END LOOP;
+	END IF;
+	-- Its initial privileges (what pg_dump leaves out) are the old one's,
+	-- not those just granted: an administrator's grants are dumped.  (The
+	-- roles they name, recorded for them from PostgreSQL 17 on, likewise.)
+	DELETE FROM pg_init_privs
+	WHERE classoid = 'pg_proc'::regclass AND objoid = new;
+	INSERT INTO pg_init_privs (objoid, classoid, objsubid, privtype, initprivs)
+	SELECT new, classoid, objsubid, privtype, initprivs
+	FROM pg_init_privs
+	WHERE classoid = 'pg_proc'::regclass AND objoid = old;
+	DELETE FROM pg_shdepend
+	WHERE classid = 'pg_proc'::regclass AND objid = new AND deptype = 'i';
+	INSERT INTO pg_shdepend
+	SELECT dbid, classid, new, objsubid, refclassid, refobjid, deptype
+	FROM pg_shdepend
+	WHERE classid = 'pg_proc'::regclass AND objid = old AND deptype = 'i';
+
+	SELECT string_agg(pg_describe_object(classid, objid, objsubid), ', ')
+	INTO users
+	FROM pg_depend
+	WHERE refclassid = 'pg_proc'::regclass AND refobjid = old
+		AND deptype = 'n';
+	IF users IS NULL THEN
+		EXECUTE format('DROP FUNCTION %s', old);
+	ELSE
+		RAISE WARNING 'the 0.2.0 definition of % is kept as %, for %',
+			new, old, users
+			USING DETAIL = 'Version 0.3.0 adds result columns to it, which creates it anew; what was built on the old one keeps working as it did.',
+				  HINT = format('Create those objects again over %s to see the new columns, then run ALTER EXTENSION ratelimit DROP FUNCTION %s; DROP FUNCTION %s;', new, old, old);
+	END IF;
+END
+$$;
+
+-- rl_keys: text valid in the caller's encoding, and the raw bytes.  Keys
+-- and policy names of other databases are converted to this database's
+-- encoding, NULL where they cannot be; key_bytes and policy_bytes are the
+-- bytes as stored (new columns at the end).
+ALTER FUNCTION rl_keys(boolean) RENAME TO rl_keys_0_2_0;
 CREATE FUNCTION rl_keys(
 	all_databases boolean DEFAULT false,
 	OUT dbid oid,
@@ -36,38 +102,17 @@ CREATE FUNCTION rl_keys(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_keys'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION rl_keys(boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION rl_keys(boolean) TO pg_monitor;
+SELECT rl_update_replaced('rl_keys_0_2_0(boolean)', 'rl_keys(boolean)');
 
--- ---- Decisions report their capacity and window (docs/reference.md) ----
+-- Decisions report their capacity and window (docs/reference.md): what
+-- remaining counts against (the burst for token_bucket and leaky_bucket,
+-- the limit otherwise) and the window.  The library fills results by
+-- column name, so a database still on the 0.2.0 definitions keeps working
+-- with it.  CASCADE: tables made OF rl_decision gain them too.
+ALTER TYPE rl_decision ADD ATTRIBUTE capacity bigint CASCADE,
+	ADD ATTRIBUTE per interval CASCADE;
 
--- What remaining counts against (the burst for token_bucket and
--- leaky_bucket, the limit otherwise) and the window.  The library fills
--- results by column name, so a database still on the 0.2.0 definitions
--- keeps working with it.
-ALTER TYPE rl_decision ADD ATTRIBUTE capacity bigint, ADD ATTRIBUTE per interval;
-
--- rl_check_all's rows gain the same columns; a function's result columns
--- cannot change, so it is created anew, keeping the privileges that were
--- granted or revoked on the old one.  What depends on the old one (a view
--- over it) must go first: say so plainly.
-DO $$
-DECLARE
-	users text;
-BEGIN
-	SELECT string_agg(pg_catalog.pg_describe_object(classid, objid, objsubid), ', ')
-	INTO users
-	FROM pg_catalog.pg_depend
-	WHERE refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-		AND refobjid = 'rl_check_all(text[], text[], bigint[], timestamptz)'::regprocedure
-		AND deptype = 'n';
-	IF users IS NOT NULL THEN
-		RAISE EXCEPTION 'cannot update extension "ratelimit": function rl_check_all is used by %', users
-			USING ERRCODE = 'dependent_objects_still_exist',
-				  DETAIL = 'Version 0.3.0 adds result columns to rl_check_all, which creates it anew.',
-				  HINT = 'Drop those objects, update, then create them again.';
-	END IF;
-END $$;
+-- rl_check_all's rows gain the same columns.
 ALTER FUNCTION rl_check_all(text[], text[], bigint[], timestamptz)
 	RENAME TO rl_check_all_0_2_0;
 CREATE FUNCTION rl_check_all(
@@ -88,34 +133,9 @@ RETURNS TABLE (
 	per interval)
 AS 'MODULE_PATHNAME', 'rl_check_all'
 LANGUAGE C VOLATILE;
-DO $$
-DECLARE
-	grant_to record;
-BEGIN
-	IF (SELECT proacl IS NOT NULL FROM pg_catalog.pg_proc
-		WHERE oid = 'rl_check_all_0_2_0(text[], text[], bigint[], timestamptz)'::regprocedure)
-	THEN
-		REVOKE ALL ON FUNCTION rl_check_all(text[], text[], bigint[], timestamptz) FROM PUBLIC;
-		FOR grant_to IN
-			SELECT a.grantee, a.is_grantable
-			FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
-			WHERE p.oid = 'rl_check_all_0_2_0(text[], text[], bigint[], timestamptz)'::regprocedure
-				AND a.privilege_type = 'EXECUTE'
-		LOOP
-			EXECUTE format('GRANT EXECUTE ON FUNCTION rl_check_all(text[], text[], bigint[], timestamptz) TO %s%s',
-				CASE WHEN grant_to.grantee = 0 THEN 'PUBLIC'
-					ELSE quote_ident(pg_catalog.pg_get_userbyid(grant_to.grantee)) END,
-				CASE WHEN grant_to.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-		END LOOP;
-		-- These are the administrator's privileges, not the extension's (a
-		-- new install has the default): pg_dump must dump them, so they are
-		-- not left recorded as the function's initial privileges.
-		DELETE FROM pg_catalog.pg_init_privs
-		WHERE classoid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-			AND objoid = 'rl_check_all(text[], text[], bigint[], timestamptz)'::regprocedure;
-	END IF;
-END $$;
-DROP FUNCTION rl_check_all_0_2_0(text[], text[], bigint[], timestamptz);
+SELECT rl_update_replaced(
+	'rl_check_all_0_2_0(text[], text[], bigint[], timestamptz)',
+	'rl_check_all(text[], text[], bigint[], timestamptz)');
 
 -- X-RateLimit-Limit is the capacity, so that it bounds
 -- X-RateLimit-Remaining (a bucket's burst may exceed its limit).
@@ -240,9 +260,10 @@ GRANT SELECT ON rl_owners TO pg_monitor;
 -- sent after the transaction (docs/redis.md, "The scripts").
 -- rl_redis_info counts them: queued, sent (taken by Redis), dropped (the
 -- queue full, the breaker open, Redis failing, the session gone).  New OUT
--- columns: drop and create it.  rl_status over it is not dropped (its
--- privileges and the views users built on it stay): it reads no Redis
--- figure while the function is made again, then reads them again.
+-- columns: created anew, its privileges kept (rl_update_replaced, above).
+-- rl_status over it is not dropped (its privileges and the views users
+-- built on it stay): it reads no Redis figure while the function is made
+-- again, then reads them again.
 CREATE OR REPLACE VIEW rl_status AS
 	SELECT s.capacity, s.used, s.pool_blocks, s.pool_used, s.reclaimed,
 		   s.refused, s.partitions, NULL::boolean AS breaker_open,
@@ -256,7 +277,7 @@ CREATE OR REPLACE VIEW rl_status AS
 		   i.slots AS stats_slots, i.slots_used AS stats_slots_used,
 		   i.overflow AS stats_overflow
 	FROM rl_store_info() s, rl_stats_info() i, rl_store_shares() h;
-DROP FUNCTION rl_redis_info();
+ALTER FUNCTION rl_redis_info() RENAME TO rl_redis_info_0_2_0;
 CREATE FUNCTION rl_redis_info(
 	OUT breaker_open boolean,
 	OUT breaker_until timestamptz,
@@ -276,8 +297,6 @@ CREATE FUNCTION rl_redis_info(
 RETURNS record
 AS 'MODULE_PATHNAME', 'rl_redis_info'
 LANGUAGE C VOLATILE;
-REVOKE ALL ON FUNCTION rl_redis_info() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION rl_redis_info() TO pg_monitor;
 
 CREATE OR REPLACE VIEW rl_status AS
 	SELECT s.capacity, s.used, s.pool_blocks, s.pool_used, s.reclaimed,
@@ -292,6 +311,9 @@ CREATE OR REPLACE VIEW rl_status AS
 		   i.overflow AS stats_overflow
 	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i,
 		 rl_store_shares() h;
+SELECT rl_update_replaced('rl_redis_info_0_2_0()', 'rl_redis_info()');
+-- the last function created anew: the helper goes
+DROP FUNCTION rl_update_replaced(regprocedure, regprocedure);
 
 -- rl_reset's C entry point for this version's definition (the library
 -- keeps "rl_reset" for databases still on 0.1.0's or 0.2.0's).

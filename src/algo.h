@@ -239,9 +239,15 @@ typedef struct RlStateImage
  * How the refunds of two calls relate, for the refund tracker (refund.c),
  * which adds up calls whose refunds move the same number:
  *	RL_GRAIN_WINDOW	 a refund depends only on the window (of W) the call's
- *					 time falls in: calls of one window add up;
- *	RL_GRAIN_NONE	 a refund does not depend on the time: calls add up;
- *	RL_GRAIN_EXACT	 a refund needs the call's exact time.
+ *					 time falls in, and takes a count down to no less
+ *					 than 0 without moving the window: calls of one window
+ *					 add up, and refunds of any W commute;
+ *	RL_GRAIN_NONE	 a refund does not depend on the time, and is
+ *					 x -> min(B, x + c) (B the burst) or max(0, x - c):
+ *					 calls add up, their bounds composed;
+ *	RL_GRAIN_EXACT	 a refund needs the call's exact time, and reads no
+ *					 other parameter.
+ * No refund reads the limit.
  */
 typedef enum RlRefundGrain
 {

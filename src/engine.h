@@ -137,7 +137,10 @@ typedef enum RlEngineId
 
 /* what an engine says of a receipt, for the refund tracker */
 #define RL_RECEIPT_TIMELESS	0x01	/* its refund does not depend on the
-									 * time (a Redis lease's) */
+									 * time (a Redis lease's); its
+									 * incarnation numbers the key's lease,
+									 * and a greater one replaces the
+									 * smaller ones for good */
 #define RL_RECEIPT_REMOTE	0x02	/* its refund is a network round trip:
 									 * at an abort it is queued and sent
 									 * after the transaction (refund.c) */

@@ -31,6 +31,13 @@
  * not its stored key, so a key keeps what it used when its override
  * changes.
  *
+ * Policies are read with the privileges of the role using them: SELECT on
+ * rl_policy, and its row security if an administrator enabled it.  The
+ * cache remembers the role it was read as; another role (after SET ROLE,
+ * inside a SECURITY DEFINER function) is checked for SELECT before it is
+ * served from it, and where row security filters what either role sees,
+ * the table is read again as the role using it.
+ *
  * No shared state: the cache is backend-local, in a context under
  * CacheMemoryContext.
  *
@@ -40,6 +47,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "access/table.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
@@ -48,6 +56,7 @@
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -56,7 +65,9 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "args.h"
@@ -128,6 +139,10 @@ static uint32 policy_changes = 0;	/* invalidations of the cache seen */
 static uint32 policy_generation = 0;	/* the cache's, new at each reload
 										 * (RlPolicyRef) */
 static bool callback_registered = false;
+static Oid	policy_reader = InvalidOid;	/* the role the cache was read as */
+static bool policy_filtered = false;	/* row security filtered that read */
+static Oid	policy_allowed = InvalidOid;	/* another role found to read
+											 * the same rows */
 
 /* the validation trigger's columns, for the table validate_relid */
 static Oid	validate_relid = InvalidOid;
@@ -146,9 +161,18 @@ policy_inval(Datum arg, Oid relid)
 	{
 		policy_cache_valid = false;
 		policy_changes++;
+		policy_allowed = InvalidOid;	/* its privileges may have changed */
 	}
 	if (relid == InvalidOid || relid == validate_relid)
 		validate_relid = InvalidOid;
+}
+
+/* syscache callback: role memberships changed: check roles again */
+static void
+policy_roles_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	policy_reader = InvalidOid;
+	policy_allowed = InvalidOid;
 }
 
 /* Hear of changes to the policy table, once per backend. */
@@ -158,6 +182,8 @@ policy_watch(void)
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(policy_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, policy_roles_inval,
+									  (Datum) 0);
 		callback_registered = true;
 	}
 }
@@ -460,6 +486,93 @@ parts_load(Oid nsp, const char *table, const char *columns, int ncolumns,
 }
 
 /*
+ * Read every policy of the table into the hash table "into" (keyed by
+ * name), as the current role, with the latest snapshot (the latest
+ * committed policies, whatever the transaction's snapshot: a REPEATABLE
+ * READ transaction must not cache what it saw at its start) and, with
+ * own_changes, what this transaction wrote until now.
+ */
+static void
+policy_read(Oid nsp, HTAB *into, bool own_changes)
+{
+	StringInfoData query;
+	SPIPlanPtr	plan;
+	RlPolicyAttnos cols;
+	uint64		i;
+
+	initStringInfo(&query);
+	appendStringInfo(&query,
+					 "SELECT * FROM %s.rl_policy",
+					 quote_identifier(get_namespace_name(nsp)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	plan = SPI_prepare(query.data, 0, NULL);
+	if (plan == NULL ||
+		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
+							 InvalidSnapshot, !own_changes, false,
+							 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read table \"rl_policy\"");
+	policy_attnos(SPI_tuptable->tupdesc, &cols);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		RlPolicy	pol;
+		RlPolicy   *entry;
+
+		policy_from_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &cols,
+						&pol);
+		entry = hash_search(into, pol.name, HASH_ENTER, NULL);
+		*entry = pol;
+	}
+	SPI_finish();
+	pfree(query.data);
+}
+
+/* A hash table of policies by name, in the memory context cxt. */
+static HTAB *
+policy_table(MemoryContext cxt)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(RlPolicy);
+	ctl.hcxt = cxt;
+	return hash_create("ratelimit policies", 64, &ctl,
+					   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+/* what policy_absent checks against; what a changing transaction leaves */
+static HTAB *policy_marking = NULL;
+static HTAB *policy_pending = NULL;
+static bool xact_registered = false;
+
+/* rl_stats_mark_gone's question: is it absent, or of another algorithm? */
+static bool
+policy_absent(const char *name, int algo, bool *known)
+{
+	char		key[NAMEDATALEN];
+	RlPolicy   *pol;
+
+	*known = true;
+	memset(key, 0, NAMEDATALEN);
+	strlcpy(key, name, NAMEDATALEN);
+	pol = hash_search(policy_marking, key, HASH_FIND, NULL);
+	return pol == NULL || (int) pol->algo != algo;
+}
+
+/*
+ * Tell the decision counters which of this database's policies are gone,
+ * from all the table's policies (other databases' backends cannot read
+ * them, and free the slots marked once the counters' table is full).
+ */
+static void
+policy_mark_gone(HTAB *policies)
+{
+	policy_marking = policies;
+	rl_stats_mark_gone(policy_absent);
+	policy_marking = NULL;
+}
+
+/*
  * Read every policy of this database into the cache.  The cache is marked
  * valid first: an invalidation arriving while the table is read marks it
  * stale again, and the next call reads it once more.
@@ -468,11 +581,6 @@ static void
 policy_reload(void)
 {
 	Oid			nsp = extension_schema();
-	HASHCTL		ctl;
-	StringInfoData query;
-	SPIPlanPtr	plan;
-	RlPolicyAttnos cols;
-	uint64		i;
 
 	policy_relid = OidIsValid(nsp) ? get_relname_relid("rl_policy", nsp) :
 		InvalidOid;
@@ -492,48 +600,28 @@ policy_reload(void)
 	policy_context = AllocSetContextCreate(CacheMemoryContext,
 										   "ratelimit policies",
 										   ALLOCSET_SMALL_SIZES);
-	ctl.keysize = NAMEDATALEN;
-	ctl.entrysize = sizeof(RlPolicy);
-	ctl.hcxt = policy_context;
-	policy_cache = hash_create("ratelimit policies", 64, &ctl,
-							   HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+	policy_cache = policy_table(policy_context);
 	policy_generation++;
 	policy_cache_valid = true;
-
-	initStringInfo(&query);
-	appendStringInfo(&query,
-					 "SELECT * FROM %s.rl_policy",
-					 quote_identifier(get_namespace_name(nsp)));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	plan = SPI_prepare(query.data, 0, NULL);
-	/*
-	 * The latest committed policies, whatever the transaction's snapshot: a
-	 * REPEATABLE READ transaction must not cache what it saw at its start.
-	 */
-	if (plan == NULL ||
-		SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
-							 InvalidSnapshot, true, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read table \"rl_policy\"");
-	policy_attnos(SPI_tuptable->tupdesc, &cols);
-	for (i = 0; i < SPI_processed; i++)
+	policy_reader = GetUserId();
+	policy_filtered = check_enable_rls(policy_relid, InvalidOid, true) ==
+		RLS_ENABLED;
+	policy_allowed = InvalidOid;
+	policy_read(nsp, policy_cache, false);
+	if (OidIsValid(override_relid) || OidIsValid(limit_relid))
 	{
-		RlPolicy	pol;
-		RlPolicy   *entry;
-
-		policy_from_row(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, &cols,
-						&pol);
-		entry = hash_search(policy_cache, pol.name, HASH_ENTER, NULL);
-		*entry = pol;
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (OidIsValid(override_relid))
+			parts_load(nsp, "rl_override", rl_override_columns, OCOL_COUNT,
+					   override_row);
+		if (OidIsValid(limit_relid))
+			parts_load(nsp, "rl_policy_limit", rl_policy_limit_columns,
+					   LCOL_COUNT, limit_row);
+		SPI_finish();
 	}
-	if (OidIsValid(override_relid))
-		parts_load(nsp, "rl_override", rl_override_columns, OCOL_COUNT,
-				   override_row);
-	if (OidIsValid(limit_relid))
-		parts_load(nsp, "rl_policy_limit", rl_policy_limit_columns,
-				   LCOL_COUNT, limit_row);
-	SPI_finish();
-	pfree(query.data);
+	if (!policy_filtered)
+		policy_mark_gone(policy_cache);
 }
 
 /* Make the cache current: reads the table only if it changed. */
@@ -563,8 +651,36 @@ policy_cache_ready(void)
 }
 
 /*
+ * May the current role use the cache (made current), read as another
+ * role?  It may if it may read the whole table (SELECT on it, or on each
+ * column), unless row security filters what it or the reader sees: then
+ * the cache is marked stale, to be read again as this role (false).  A
+ * role without SELECT gets the error reading the table would give.
+ */
+static bool
+policy_role_ready(void)
+{
+	Oid			role = GetUserId();
+
+	if (role == policy_reader || role == policy_allowed)
+		return true;
+	if (policy_filtered ||
+		check_enable_rls(policy_relid, InvalidOid, true) == RLS_ENABLED)
+	{
+		policy_cache_valid = false;
+		return false;
+	}
+	if (pg_class_aclcheck(policy_relid, role, ACL_SELECT) != ACLCHECK_OK &&
+		pg_attribute_aclcheck_all(policy_relid, role, ACL_SELECT,
+								  ACLMASK_ALL) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "rl_policy");
+	policy_allowed = role;
+	return true;
+}
+
+/*
  * The policy of that name, or NULL.  Reads the table only if it changed
- * since the last call.
+ * since the last call, or as this role if row security applies.
  */
 const RlPolicy *
 rl_policy_find(const char *name, int len)
@@ -572,6 +688,8 @@ rl_policy_find(const char *name, int len)
 	char		key[NAMEDATALEN];
 
 	policy_cache_ready();
+	if (!policy_role_ready())
+		policy_cache_ready();
 	if (len >= NAMEDATALEN)
 		return NULL;
 	memset(key, 0, NAMEDATALEN);
@@ -682,6 +800,9 @@ const RlPolicy *
 rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
 {
 	policy_cache_ready();
+	/* the role using it may read what the cache holds (a reload: new ref) */
+	if (!policy_role_ready())
+		policy_cache_ready();
 	if (likely(ref->pol != NULL && ref->generation == policy_generation &&
 			   ref->len == len && memcmp(ref->name, name, len) == 0))
 		return ref->pol;
@@ -740,6 +861,53 @@ rl_policy_validate(PG_FUNCTION_ARGS)
 }
 
 /*
+ * As a transaction that changed the table commits (before: an error still
+ * aborts cleanly), tell the counters which policies it leaves; at an
+ * abort, nothing.
+ */
+static void
+policy_xact(XactEvent event, void *arg)
+{
+	HTAB	   *policies = policy_pending;
+
+	/* in TopTransactionContext: it goes with the transaction */
+	policy_pending = NULL;
+	if (event == XACT_EVENT_PRE_COMMIT && policies != NULL)
+		policy_mark_gone(policies);
+}
+
+/*
+ * After a statement changed the table: read the policies as this
+ * transaction sees them, into a table of its own (the cache may be in use
+ * up the stack), for policy_xact.  Only where the role reads every row
+ * (SELECT, no row security: else it would take policies it cannot see for
+ * gone).  Rows applied in replica mode are left to the next reload.
+ */
+static void
+policy_changed_mark(Relation rel)
+{
+	Oid			relid = RelationGetRelid(rel);
+	Oid			role = GetUserId();
+	HTAB	   *policies;
+
+	if ((pg_class_aclcheck(relid, role, ACL_SELECT) != ACLCHECK_OK &&
+		 pg_attribute_aclcheck_all(relid, role, ACL_SELECT,
+								   ACLMASK_ALL) != ACLCHECK_OK) ||
+		check_enable_rls(relid, InvalidOid, true) == RLS_ENABLED)
+		return;
+	if (!xact_registered)
+	{
+		RegisterXactCallback(policy_xact, NULL);
+		xact_registered = true;
+	}
+	policies = policy_table(TopTransactionContext);
+	policy_read(RelationGetNamespace(rel), policies, true);
+	if (policy_pending != NULL)
+		hash_destroy(policy_pending);
+	policy_pending = policies;
+}
+
+/*
  * AFTER trigger on rl_policy, for each statement or (in replica mode) each
  * row: every backend rereads the policies once this transaction commits.
  */
@@ -751,5 +919,7 @@ rl_policy_changed(PG_FUNCTION_ARGS)
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		elog(ERROR, "rl_policy_changed must be called as a trigger");
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		policy_changed_mark(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
 }

@@ -9,8 +9,8 @@
  * consumed, with which parameters, at which time, from which incarnation
  * of the state), which the dispatcher hands over.  When a subtransaction
  * aborts, what it consumed is given back; when it commits, its consumption
- * passes to its parent.  At top-level abort everything left is given back; at commit and
- * prepare it is forgotten.
+ * passes to its parent.  At top-level abort everything left is given
+ * back; at commit and prepare it is forgotten.
  *
  * What is kept grows with the keys and the savepoint levels, not with the
  * rows: receipts are added up where one refund of the sum gives back
@@ -18,11 +18,22 @@
  * refunds take units off within bounds, so sums of the same kind add up):
  *
  *	- a target is one state refunds reach: (engine, receipt flags,
- *	  database, algorithm, key, incarnation), an entry of a hash table;
+ *	  database, algorithm, key, incarnation), an entry of a hash table.  A
+ *	  lease's receipts (RL_RECEIPT_TIMELESS) share one target per key: a
+ *	  newer lease voids what was kept for the older ones, which have
+ *	  nothing left to give back (engine.h);
  *	- an amount is what one (sub)transaction level consumed from a target
- *	  with one set of parameters (limit, per, burst).  A target's amounts
- *	  form a stack, newest on top: a call at another level, or with other
- *	  parameters, starts a new amount, so refunds keep the calls' order;
+ *	  with parameters of one class: those its refund reads the same.  Only
+ *	  a window's W (the window a time falls in), and all of a lease's
+ *	  parameters (which find the lease), make classes; a bucket's burst
+ *	  does not: refunds that move a number within a bound compose (below).
+ *	  A call adds to the amount of its level and class, found in the
+ *	  target's list (innermost level first, the level's latest used
+ *	  first), so alternating parameters do not start an amount per call.
+ *	  Refunds of different classes commute (a window's refund is a count
+ *	  taken down to no less than 0 in a window the refunds never move; a
+ *	  lease's goes to the lease of its parameters only), so grouping calls
+ *	  by class gives back what the calls, newest first, did;
  *	- an amount holds (time, cost) pairs, oldest first.  A receipt adds its
  *	  cost to the newest pair when a refund cannot tell their times apart:
  *	  fixed_window and sliding_window_counter refunds depend only on the
@@ -31,10 +42,16 @@
  *	  incarnation names).  A sliding_window_log refund needs the exact time
  *	  (the log keeps an entry per microsecond): a pair (16 bytes) per
  *	  distinct microsecond.  (The algorithm table's refund_grain, and the
- *	  receipt's RL_RECEIPT_TIMELESS, say which.)
+ *	  receipt's RL_RECEIPT_TIMELESS, say which.)  A bucket's refunds,
+ *	  x -> min(B, x + c) (tokens) or max(0, x - c) (a level), each
+ *	  with its call's burst B, compose: given back newest first, calls of
+ *	  costs C so far and bound K followed by one of (B, c) are one refund
+ *	  of C + c bounded by min(K, B + C).  The amount keeps K as its burst
+ *	  (and the newest call's W: a W changing within a transaction rounds a
+ *	  rescale differently, by at most a microsecond's flow).
  *
- * A subtransaction's commit merges its amounts into the parent's newest of
- * the same target and parameters, or moves them there as they are when
+ * A subtransaction's commit merges its amounts into the parent's of the
+ * same target and class, or moves them there as they are when
  * memory for the merge cannot be had (it is asked for without raising an
  * error).  An abort allocates nothing: freed amounts and levels go to free
  * lists for the next calls.  Nothing here raises an error at commit or
@@ -53,6 +70,9 @@
  * the transaction ends or, with refunds of it queued, once they are sent.  No shared state of its
  * own: refunds go through the engines' own locking.
  *
+ * The records are declared in refund_int.h; adding a call to an amount,
+ * the classes and a target's list of amounts are refund_amount.c's.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -66,72 +86,10 @@
 
 #include "algo_common.h"
 #include "refund.h"
+#include "refund_int.h"
 
 /* refunds (pairs) that may wait in the queue; more are dropped */
 #define RL_REFUND_QUEUE_MAX		10000
-
-/* units consumed at a time: one call's, or several a refund treats as one */
-typedef struct RlSpent
-{
-	int64		time;
-	int64		cost;
-} RlSpent;
-
-/* the hash key of a target: the state a refund reaches */
-typedef struct RlTargetKey
-{
-	const char *key;			/* in refund_cxt (a lookup: the request's) */
-	int			keylen;
-	Oid			dbid;
-	RlAlgo		algo;
-	uint8		engine;			/* RlEngineId */
-	uint8		flags;			/* RL_RECEIPT_* */
-	uint64		incarnation;
-} RlTargetKey;
-
-typedef struct RlAmount RlAmount;
-typedef struct RlLevel RlLevel;
-
-/*
- * One transaction's tracking: its context, and how many of its amounts are
- * queued.  A transaction that ended with amounts queued is retired: its
- * context is kept until they are sent.
- */
-typedef struct RlBatch
-{
-	MemoryContext cxt;
-	int64		queued;			/* its amounts in the queue */
-	struct RlBatch *next;		/* retired batches */
-} RlBatch;
-
-typedef struct RlTarget
-{
-	RlTargetKey id;				/* first: the hash key */
-	RlAmount   *top;			/* its newest amount, or NULL */
-	RlBatch    *batch;			/* the transaction's tracking it is of */
-} RlTarget;
-
-struct RlAmount
-{
-	RlTarget   *target;
-	RlLevel    *level;
-	RlAmount   *below;			/* the target's previous amount */
-	RlAmount   *above;			/* the target's next amount, NULL on top */
-	RlAmount   *next;			/* the level's older amount, the queue's
-								 * next, or free list */
-	RlParams	params;			/* limit, per and burst (cost: unused) */
-	RlSpent    *spent;			/* oldest first */
-	int64		nspent;
-	int64		maxspent;
-};
-
-/* a (sub)transaction that consumed */
-struct RlLevel
-{
-	SubTransactionId subid;
-	RlAmount   *amounts;		/* newest first */
-	RlLevel    *up;				/* the enclosing level (or free list) */
-};
 
 static MemoryContext refund_cxt = NULL;
 static RlBatch *batch = NULL;	/* the transaction's, if it tracked */
@@ -156,33 +114,7 @@ static void refund_subxact_callback(SubXactEvent event,
 									SubTransactionId mySubid,
 									SubTransactionId parentSubid, void *arg);
 
-/* dynahash: hash a target's key (its key bytes and the rest) */
-static uint32
-target_hash(const void *key, Size keysize)
-{
-	const RlTargetKey *k = (const RlTargetKey *) key;
-	uint32		h = hash_bytes((const unsigned char *) k->key, k->keylen);
-
-	h = hash_combine(h, k->dbid);
-	h = hash_combine(h, ((uint32) k->algo << 16) | ((uint32) k->flags << 8) |
-					 (uint32) k->engine);
-	h = hash_combine(h, (uint32) k->incarnation);
-	return hash_combine(h, (uint32) (k->incarnation >> 32));
-}
-
-/* dynahash: 0 if two targets' keys are the same state */
-static int
-target_match(const void *key1, const void *key2, Size keysize)
-{
-	const RlTargetKey *a = (const RlTargetKey *) key1;
-	const RlTargetKey *b = (const RlTargetKey *) key2;
-
-	return !(a->keylen == b->keylen && a->dbid == b->dbid &&
-			 a->algo == b->algo && a->engine == b->engine &&
-			 a->flags == b->flags &&
-			 a->incarnation == b->incarnation &&
-			 memcmp(a->key, b->key, a->keylen) == 0);
-}
+static void refund_exit(int code, Datum arg);
 
 /*
  * The context and the table of this transaction, made on its first
@@ -208,8 +140,8 @@ refund_begin(void)
 	batch->cxt = refund_cxt;
 	ctl.keysize = sizeof(RlTargetKey);
 	ctl.entrysize = sizeof(RlTarget);
-	ctl.hash = target_hash;
-	ctl.match = target_match;
+	ctl.hash = rl_refund_target_hash;
+	ctl.match = rl_refund_target_match;
 	ctl.hcxt = refund_cxt;
 	targets = hash_create("ratelimit refund targets", 64, &ctl,
 						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
@@ -242,101 +174,6 @@ refund_forget(void)
 	free_levels = NULL;
 }
 
-/*
- * Make room for n pairs in the amount.  Raises an error when memory runs
- * out, or, with no_oom, returns false with the amount unchanged.
- */
-static bool
-spent_reserve(RlAmount *a, int64 n, bool no_oom)
-{
-	int64		max = Max(a->maxspent, 1);
-	RlSpent    *spent;
-
-	if (n <= a->maxspent)
-		return true;
-	while (max < n)
-		max *= 2;
-	spent = MemoryContextAllocExtended(refund_cxt, max * sizeof(RlSpent),
-									   MCXT_ALLOC_HUGE |
-									   (no_oom ? MCXT_ALLOC_NO_OOM : 0));
-	if (spent == NULL)
-		return false;
-	if (a->nspent > 0)
-		memcpy(spent, a->spent, a->nspent * sizeof(RlSpent));
-	if (a->spent != NULL)
-		pfree(a->spent);
-	a->spent = spent;
-	a->maxspent = max;
-	return true;
-}
-
-/*
- * Would a refund at time t give back the same as one at time u, of an
- * amount with these parameters?  The algorithm table says (refund_grain):
- * the window refunds (and the Redis scripts mirroring them) depend only on
- * the window t falls in, the buckets' not on t; a log entry needs the
- * exact time.  A lease's refund (a timeless receipt) goes to the lease its
- * incarnation names, whatever the time.
- */
-static bool
-same_refund(const RlTarget *target, const RlParams *p, int64 t, int64 u)
-{
-	if (target->id.flags & RL_RECEIPT_TIMELESS)
-		return true;
-	switch (rl_algo(target->id.algo)->refund_grain)
-	{
-		case RL_GRAIN_WINDOW:
-			{
-				int64		ts,
-							us,
-							end;
-
-				rl_window_bounds(p, t, &ts, &end);
-				rl_window_bounds(p, u, &us, &end);
-				return ts == us;
-			}
-		case RL_GRAIN_NONE:
-			return true;
-		case RL_GRAIN_EXACT:
-		default:
-			return t == u;
-	}
-}
-
-/*
- * Add cost at time t to the amount's newest pair if a refund cannot tell
- * them apart, else as a new pair.  Returns false, changing nothing, if
- * there is no room for a new pair and no_oom says not to raise an error
- * for it.  A sum past PG_INT64_MAX stays there: a refund never gives back
- * that much (a state's units are bounded by its limit or burst).
- */
-static bool
-spent_add(RlAmount *a, int64 t, int64 cost, bool no_oom)
-{
-	RlSpent    *last = a->nspent > 0 ? &a->spent[a->nspent - 1] : NULL;
-
-	if (last != NULL && same_refund(a->target, &a->params, last->time, t))
-	{
-		if (pg_add_s64_overflow(last->cost, cost, &last->cost))
-			last->cost = PG_INT64_MAX;
-		return true;
-	}
-	if (!spent_reserve(a, a->nspent + 1, no_oom))
-		return false;
-	a->spent[a->nspent].time = t;
-	a->spent[a->nspent].cost = cost;
-	a->nspent++;
-	return true;
-}
-
-/* Do two amounts consume with the same parameters (their cost aside)? */
-static bool
-same_params(const RlParams *p, const RlParams *q)
-{
-	return p->limit == q->limit && p->per == q->per && p->burst == q->burst &&
-		rl_period_equal(&p->period, &q->period);
-}
-
 /* The level of the current (sub)transaction, made if it has none. */
 static RlLevel *
 current_level(void)
@@ -361,20 +198,30 @@ current_level(void)
 }
 
 /*
- * The amount of the target for the current level and these parameters: its
- * newest if that is the one, else a new one on top of its stack.
+ * The amount of the target for the current level and p's class: the one
+ * it has (moved first in the target's list, so that a run of calls finds
+ * it at once), else a new one.
  */
 static RlAmount *
 amount_for(RlTarget *target, const RlParams *p)
 {
-	RlAmount   *a = target->top;
+	RlAmount   *a = target->amounts;
 	RlLevel    *level;
 
-	if (a != NULL && a->level->subid == GetCurrentSubTransactionId() &&
-		same_params(&a->params, p))
+	/* the usual case: the latest used amount is the one */
+	if (a != NULL && a->level == levels &&
+		levels->subid == GetCurrentSubTransactionId() &&
+		rl_refund_same_class(target, &a->params, p))
 		return a;
 
 	level = current_level();
+	a = rl_refund_find(target, level, p);
+	if (a != NULL)
+	{
+		rl_refund_unlink(a);
+		rl_refund_link(a);
+		return a;
+	}
 	if (free_amounts != NULL)
 	{
 		a = free_amounts;
@@ -387,11 +234,7 @@ amount_for(RlTarget *target, const RlParams *p)
 	a->params = *p;
 	a->params.cost = 0;
 	a->nspent = 0;
-	a->below = target->top;
-	a->above = NULL;
-	if (a->below != NULL)
-		a->below->above = a;
-	target->top = a;
+	rl_refund_link(a);
 	a->next = level->amounts;
 	level->amounts = a;
 	return a;
@@ -429,6 +272,27 @@ refund_exit(int code, Datum arg)
 	rl_refund_waiting = false;
 }
 
+/*
+ * A lease target's receipt of lease number incarnation.  Lease numbers
+ * grow (engine.h): a newer lease voids what the target kept for the older
+ * ones (its amounts are kept, empty, for the next calls); a receipt of an
+ * older lease has nothing to give back.  Returns whether to keep it.
+ */
+static bool
+lease_current(RlTarget *target, uint64 incarnation)
+{
+	RlAmount   *a;
+
+	if (incarnation == target->id.incarnation)
+		return true;
+	if (incarnation < target->id.incarnation)
+		return false;
+	for (a = target->amounts; a != NULL; a = a->tnext)
+		a->nspent = 0;
+	target->id.incarnation = incarnation;
+	return true;
+}
+
 /* Remember one receipt of the request. */
 static void
 track_receipt(const RlRequest *req, const RlReceipt *r)
@@ -453,17 +317,21 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 		memcpy(key, id.key, id.keylen);
 		target = hash_search(targets, &id, HASH_ENTER, NULL);
 		target->id.key = key;
-		target->top = NULL;
+		target->id.kind = rl_refund_kind(id.algo, id.flags);
+		target->amounts = NULL;
 		target->batch = batch;
 	}
+	else if ((r->flags & RL_RECEIPT_TIMELESS) &&
+			 !lease_current(target, r->incarnation))
+		return;
 	/* a remote refund may be queued and sent as the session exits */
 	if ((r->flags & RL_RECEIPT_REMOTE) && !exit_registered)
 	{
 		on_shmem_exit(refund_exit, (Datum) 0);
 		exit_registered = true;
 	}
-	(void) spent_add(amount_for(target, &r->params), r->time, r->params.cost,
-					 false);
+	(void) rl_refund_add(amount_for(target, &r->params), &r->params, r->time,
+						 r->params.cost, false);
 }
 
 /*
@@ -480,16 +348,6 @@ rl_refund_track(const RlRequest *req, const RlReceipt *receipts, int n)
 	refund_begin();
 	for (i = 0; i < n; i++)
 		track_receipt(req, &receipts[i]);
-}
-
-/* Take the amount off its target's stack (its top). */
-static void
-amount_unlink(RlAmount *a)
-{
-	Assert(a->target->top == a && a->above == NULL);
-	a->target->top = a->below;
-	if (a->below != NULL)
-		a->below->above = NULL;
 }
 
 /*
@@ -582,7 +440,7 @@ level_refund(RlLevel *level)
 	while ((a = level->amounts) != NULL)
 	{
 		level->amounts = a->next;
-		amount_unlink(a);
+		rl_refund_unlink(a);
 		if (a->target->id.flags & RL_RECEIPT_REMOTE)
 		{
 			amount_queue(a);
@@ -686,40 +544,9 @@ rl_refund_flush(void)
 }
 
 /*
- * Merge amount a into the one below it (the parent level's, with the same
- * parameters) and free a.  Returns false, changing nothing, if memory for
- * that could not be had; raises no error.
- */
-static bool
-amount_merge(RlAmount *a)
-{
-	RlAmount   *b = a->below;
-	int64		joined = 0;
-	int64		i;
-
-	if (a->nspent > 0 && b->nspent > 0 &&
-		same_refund(a->target, &a->params, b->spent[b->nspent - 1].time,
-					a->spent[0].time))
-		joined = 1;
-	if (!spent_reserve(b, b->nspent + a->nspent - joined, true))
-		return false;
-	for (i = 0; i < a->nspent; i++)
-		(void) spent_add(b, a->spent[i].time, a->spent[i].cost, true);
-
-	b->above = a->above;
-	if (a->above != NULL)
-		a->above->below = b;
-	else
-		a->target->top = b;
-	a->next = free_amounts;
-	free_amounts = a;
-	return true;
-}
-
-/*
  * A subtransaction committed: its level becomes its parent's.  Its amounts
- * join the parent's newest of the same target and parameters, or move
- * there as they are (newer than the parent's own).  Raises no error.
+ * join the parent's of the same target and class, or move there as they
+ * are (newer than the parent's own).  Raises no error.
  */
 static void
 level_commit(RlLevel *level, SubTransactionId parent_subid)
@@ -738,10 +565,15 @@ level_commit(RlLevel *level, SubTransactionId parent_subid)
 	}
 	for (a = level->amounts; a != NULL; a = next)
 	{
+		RlAmount   *b = rl_refund_find(a->target, parent, &a->params);
+
 		next = a->next;
-		if (a->below != NULL && a->below->level == parent &&
-			same_params(&a->params, &a->below->params) && amount_merge(a))
+		if (b != NULL && rl_refund_merge(a, b))
+		{
+			a->next = free_amounts;
+			free_amounts = a;
 			continue;
+		}
 		a->level = parent;
 		*tail = a;
 		tail = &a->next;

@@ -16,6 +16,10 @@
  * that finds the table full first frees the slots whose identity is gone
  * (a dropped database, a dropped or renamed policy of the claiming
  * backend's database, or one whose algorithm changed), then tries again.
+ * A backend cannot read another database's policies: each database's
+ * backends mark its slots whose policy is gone (rl_stats_mark_gone, when
+ * they read the policies: after a change of them, and at each reload of a
+ * session's cache), and a claim from any database frees marked slots.
  * A slot freed that way becomes a tombstone, so that probes go on past it;
  * a reset empties the whole table.
  *
@@ -83,6 +87,7 @@ typedef struct RlStatsSlot
 {
 	RlStatsKey	key;
 	int			state;			/* RlSlotState */
+	bool		gone;			/* its database saw its policy gone */
 	pg_atomic_uint32 generation;	/* bumped when freed */
 	pg_atomic_uint64 counters[RL_NSTATS];
 } RlStatsSlot;
@@ -183,6 +188,7 @@ slot_free(RlStatsSlot *slot, RlSlotState state)
 	pg_atomic_fetch_add_u32(&slot->generation, 1);
 	memset(&slot->key, 0, sizeof(slot->key));
 	slot->state = state;
+	slot->gone = false;
 	slot_zero(slot);
 	rl_stats->nused--;
 }
@@ -241,6 +247,7 @@ slot_search(const RlStatsKey *key, bool take, RlStatsHandle *handle)
 		slot_zero(slot);
 		slot->key = *key;
 		slot->state = RL_SLOT_LIVE;
+		slot->gone = false;
 		rl_stats->nused++;
 		found = free_slot;
 	}
@@ -288,41 +295,84 @@ identity_gone(const RlStatsKey *key, Oid *last_db, bool *last_exists)
  * catalogs); a slot is freed only if it still holds the identity checked,
  * in the same generation.
  */
-static int
-slots_reclaim(void)
+/* Live slots copied under the shared lock, to be checked without it. */
+typedef struct RlSlotCopy
 {
-	RlStatsKey *keys = palloc(sizeof(RlStatsKey) * RL_STATS_SLOTS);
-	int		   *idx = palloc(sizeof(int) * RL_STATS_SLOTS);
-	uint32	   *gens = palloc(sizeof(uint32) * RL_STATS_SLOTS);
-	Oid			last_db = InvalidOid;
-	bool		last_exists = true;
-	int			n = 0;
-	int			ngone = 0;
-	int			freed = 0;
+	int			n;
+	RlStatsKey	keys[RL_STATS_SLOTS];
+	int			idx[RL_STATS_SLOTS];
+	uint32		gens[RL_STATS_SLOTS];
+	bool		gone[RL_STATS_SLOTS];	/* the slot's mark */
+} RlSlotCopy;
+
+/*
+ * Copy the live slots (of database dbid with a policy, or all when dbid is
+ * InvalidOid); palloc'd.
+ */
+static RlSlotCopy *
+slots_copy(Oid dbid)
+{
+	RlSlotCopy *c = palloc(sizeof(RlSlotCopy));
 	int			i;
 
+	c->n = 0;
 	LWLockAcquire(rl_stats_lock, LW_SHARED);
 	for (i = 1; i < RL_STATS_SLOTS; i++)
 	{
 		RlStatsSlot *slot = &rl_stats->slots[i];
 
-		if (slot->state != RL_SLOT_LIVE)
+		if (slot->state != RL_SLOT_LIVE ||
+			(OidIsValid(dbid) &&
+			 (slot->key.dbid != dbid || slot->key.policy[0] == '\0')))
 			continue;
-		keys[n] = slot->key;
-		idx[n] = i;
-		gens[n] = pg_atomic_read_u32(&slot->generation);
-		n++;
+		c->keys[c->n] = slot->key;
+		c->idx[c->n] = i;
+		c->gens[c->n] = pg_atomic_read_u32(&slot->generation);
+		c->gone[c->n] = slot->gone;
+		c->n++;
 	}
 	LWLockRelease(rl_stats_lock);
+	return c;
+}
+
+/*
+ * Is slot i of the copy still the slot copied (same identity, same
+ * generation)?  The caller holds the stats lock.
+ */
+static bool
+slot_unchanged(const RlSlotCopy *c, int i)
+{
+	RlStatsSlot *slot = &rl_stats->slots[c->idx[i]];
+
+	return slot->state == RL_SLOT_LIVE &&
+		pg_atomic_read_u32(&slot->generation) == c->gens[i] &&
+		memcmp(&slot->key, &c->keys[i], sizeof(RlStatsKey)) == 0;
+}
+
+/*
+ * Free the slots whose identity is gone, or that their database marked
+ * gone; returns how many.  Identities are copied under the shared lock and
+ * checked without it (the checks read catalogs); a slot is freed only if
+ * it still holds the identity checked, in the same generation.
+ */
+static int
+slots_reclaim(void)
+{
+	RlSlotCopy *c = slots_copy(InvalidOid);
+	Oid			last_db = InvalidOid;
+	bool		last_exists = true;
+	int			ngone = 0;
+	int			freed = 0;
+	int			i;
 
 	/* the latest committed policies: take in what changed */
 	AcceptInvalidationMessages();
-	for (i = 0; i < n; i++)
-		if (identity_gone(&keys[i], &last_db, &last_exists))
+	for (i = 0; i < c->n; i++)
+		if (c->gone[i] || identity_gone(&c->keys[i], &last_db, &last_exists))
 		{
-			keys[ngone] = keys[i];
-			idx[ngone] = idx[i];
-			gens[ngone] = gens[i];
+			c->keys[ngone] = c->keys[i];
+			c->idx[ngone] = c->idx[i];
+			c->gens[ngone] = c->gens[i];
 			ngone++;
 		}
 
@@ -330,25 +380,58 @@ slots_reclaim(void)
 	{
 		LWLockAcquire(rl_stats_lock, LW_EXCLUSIVE);
 		for (i = 0; i < ngone; i++)
-		{
-			RlStatsSlot *slot = &rl_stats->slots[idx[i]];
-
-			if (slot->state == RL_SLOT_LIVE &&
-				pg_atomic_read_u32(&slot->generation) == gens[i] &&
-				memcmp(&slot->key, &keys[i], sizeof(RlStatsKey)) == 0)
+			if (slot_unchanged(c, i))
 			{
-				slot_free(slot, RL_SLOT_FREED);
+				slot_free(&rl_stats->slots[c->idx[i]], RL_SLOT_FREED);
 				freed++;
 			}
-		}
 		if (freed > 0)
 			pg_atomic_fetch_add_u32(&rl_stats->released, 1);
 		LWLockRelease(rl_stats_lock);
 	}
-	pfree(keys);
-	pfree(idx);
-	pfree(gens);
+	pfree(c);
 	return freed;
+}
+
+/*
+ * Mark the slots of this database's policies that gone says are gone (and
+ * clear the mark of those it says exist), so that a claim in any database
+ * may free them once the table is full: a backend cannot read another
+ * database's policies.  policy.c calls it when it has read them all.
+ */
+void
+rl_stats_mark_gone(RlStatsPolicyGone gone)
+{
+	RlSlotCopy *c;
+	int			i;
+	int			nchanged = 0;
+
+	if (rl_stats == NULL)
+		return;
+	c = slots_copy(MyDatabaseId);
+	for (i = 0; i < c->n; i++)
+	{
+		bool		known;
+		bool		is_gone = gone(c->keys[i].policy, c->keys[i].algo, &known);
+
+		if (known && is_gone != c->gone[i])
+		{
+			c->keys[nchanged] = c->keys[i];
+			c->idx[nchanged] = c->idx[i];
+			c->gens[nchanged] = c->gens[i];
+			c->gone[nchanged] = is_gone;
+			nchanged++;
+		}
+	}
+	if (nchanged > 0)
+	{
+		LWLockAcquire(rl_stats_lock, LW_EXCLUSIVE);
+		for (i = 0; i < nchanged; i++)
+			if (slot_unchanged(c, i))
+				rl_stats->slots[c->idx[i]].gone = c->gone[i];
+		LWLockRelease(rl_stats_lock);
+	}
+	pfree(c);
 }
 
 /*

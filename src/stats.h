@@ -67,6 +67,7 @@ typedef uint32 (*RlStatsPolicyChanges) (void);
 
 extern void rl_stats_policy_hooks(RlStatsPolicyGone gone,
 								  RlStatsPolicyChanges changes);
+extern void rl_stats_mark_gone(RlStatsPolicyGone gone);
 extern void rl_stats_request(void);
 extern void rl_stats_startup(void);
 extern Size rl_stats_shmem_size(void);

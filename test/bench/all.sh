@@ -361,6 +361,16 @@ old_rows() {
 		sed -e 's/^| //' -e 's/ | *$//' -e 's/ |$//' -e 's/ | /|/g'
 }
 
+# A section of the previous report that no phase writes (another script's:
+# usage.sh, refund_memory.sh), heading included, kept as it is.
+kept_section() {
+	[ -f "$tmp/old_report.md" ] || return 0
+	awk -v h="## $1" '
+		$0 == h { on = 1; print; next }
+		on && /^## / { exit }
+		on' "$tmp/old_report.md"
+}
+
 # The phases not run whose sections the previous report has.
 kept=
 for p in sweep targets redis cost; do
@@ -635,6 +645,10 @@ fi
 	section targets targets_section
 	section redis redis_section
 	section cost cost_section
+	echo
+	kept_section "Usage over a million keys (issue 11)"
+	echo
+	kept_section "Refund tracking memory (issues 6 and 9)"
 } | cat -s >"$tmp/report.md"
 cp "$tmp/report.md" "$outdir/report.md"
 if phase_ok redis; then

@@ -186,6 +186,52 @@ SELECT c('ag:burst2', 'leaky_bucket', 1, 2, '2 hours', 2, 10);
 SELECT c('ag:burst2', 'leaky_bucket', 1, 3, '1 hour', 1, 10);
 ROLLBACK;
 SELECT c('ag:burst2', 'leaky_bucket', 1, 4, '1 hour', 0, 10);
+-- parameters alternating between calls of one key (a limit or a window
+-- computed per row), with savepoints: what comes back is still what giving
+-- back each call, newest first, gave (a bucket's changing burst bounds it)
+SELECT a.algo, r.allowed FROM ag_algos a,
+	LATERAL c('ag:alt:' || a.algo, a.algo, 50, 0, '1 second', 20) r ORDER BY a.algo;
+BEGIN;
+SELECT a.algo, count(*) FILTER (WHERE r.allowed) AS admitted
+FROM ag_algos a, generate_series(1, 300) i,
+	LATERAL c('ag:alt:' || a.algo, a.algo, 30 + 20 * (i % 2), i * 5000,
+			  '1 second', 1 + i % 3) r
+GROUP BY a.algo ORDER BY a.algo;
+SAVEPOINT s1;
+SELECT a.algo, count(*) FILTER (WHERE r.allowed) AS admitted
+FROM ag_algos a, generate_series(301, 400) i,
+	LATERAL c('ag:alt:' || a.algo, a.algo, 30 + 20 * (i % 2), i * 5000,
+			  '1 second', 1 + i % 3) r
+GROUP BY a.algo ORDER BY a.algo;
+SAVEPOINT s2;
+SELECT a.algo, count(*) FILTER (WHERE r.allowed) AS admitted
+FROM ag_algos a, generate_series(401, 500) i,
+	LATERAL c('ag:alt:' || a.algo, a.algo, 30 + 20 * (i % 3), i * 5000,
+			  '1 second', 1 + i % 2) r
+GROUP BY a.algo ORDER BY a.algo;
+ROLLBACK TO SAVEPOINT s2;
+SELECT * FROM ag_look('ag:alt:', 50, 2500000, '1 second');
+RELEASE SAVEPOINT s1;
+SELECT a.algo, count(*) FILTER (WHERE r.allowed) AS admitted
+FROM ag_algos a, generate_series(501, 600) i,
+	LATERAL c('ag:alt:' || a.algo, a.algo, 30 + 20 * (i % 2), i * 5000,
+			  '1 second', 1 + i % 3) r
+GROUP BY a.algo ORDER BY a.algo;
+SELECT * FROM ag_look('ag:alt:', 50, 3000000, '1 second');
+ROLLBACK;
+SELECT * FROM ag_look('ag:alt:', 50, 3000000, '1 second');
+-- the window alternating
+BEGIN;
+SELECT a.algo, count(*) FILTER (WHERE r.allowed) AS admitted
+FROM ag_algos a, generate_series(1, 400) i,
+	LATERAL c('ag:altper:' || a.algo, a.algo, 40, i * 7000,
+			  CASE WHEN i % 2 = 0 THEN '1 second' ELSE '2 seconds' END::interval,
+			  1 + i % 3) r
+GROUP BY a.algo ORDER BY a.algo;
+SELECT * FROM ag_look('ag:altper:', 40, 2800000, '1 second');
+ROLLBACK;
+SELECT * FROM ag_look('ag:altper:', 40, 2800000, '1 second');
+SELECT * FROM ag_look('ag:altper:', 40, 2800000, '2 seconds');
 -- all or nothing: every key's units come back
 INSERT INTO rl_policy (name, algo, "limit", per) VALUES
 	('ag_user', 'fixed_window', 5, '1 hour'),

@@ -158,6 +158,49 @@ cmp_ok($total, '<', 1024 * 1024,
 is($node->safe_psql('postgres', "SELECT used('mem_token_bucket', 10)"),
 	'0', 'subtransactions: the rollback gave back every row');
 
+# ---- a key's parameters alternating between rows ----
+# A limit computed per row (a CASE, per-row plans) used to start an amount
+# per row, about 210 bytes a row; amounts are now per parameter class (a
+# window's W, nothing for the others), a bucket's bounds composed.
+
+for my $algo (qw(token_bucket fixed_window sliding_window_counter
+	leaky_bucket sliding_window_log))
+{
+	($total, $refunds) = tracked(qq{
+		SET LOCAL ratelimit.refund_on_rollback = on;
+		SELECT count(*) FROM generate_series(1, $rows) i,
+			LATERAL rl_allow('alt', '$algo', 1000000000 + i % 2,
+				'10000 days', at => '2026-01-01'::timestamptz) a});
+	diag(sprintf('%s, %d rows on 1 key, two alternating limits: tracking %s',
+		$algo, $rows, mb($refunds)));
+	cmp_ok($refunds, '<', 100 * 1024,
+		"$algo: $rows rows on one key with alternating limits: tracking under 100 kB");
+	is( $node->safe_psql('postgres', qq{
+			SELECT remaining FROM rl_check('alt', '$algo', 1000000000,
+				'10000 days', cost => 0, at => '2026-01-01'::timestamptz)}),
+		'1000000000', "$algo: the rollback gave back every row");
+}
+
+# three windows, alternating: one amount each
+($total, $refunds) = tracked(qq{
+	SET LOCAL ratelimit.refund_on_rollback = on;
+	SELECT count(*) FROM generate_series(1, $rows) i,
+		LATERAL rl_allow('altper', 'fixed_window', 1000000000,
+			make_interval(days => 10000 + i % 3),
+			at => '2026-01-01'::timestamptz) a});
+diag(sprintf('fixed_window, %d rows on 1 key, three alternating windows: tracking %s',
+	$rows, mb($refunds)));
+cmp_ok($refunds, '<', 100 * 1024,
+	'three alternating windows: tracking under 100 kB');
+is( $node->safe_psql('postgres', q{
+		SELECT string_agg(remaining::text, ',' ORDER BY d)
+		FROM generate_series(0, 2) d,
+			LATERAL rl_check('altper', 'fixed_window', 1000000000,
+				make_interval(days => 10000 + d), cost => 0,
+				at => '2026-01-01'::timestamptz)}),
+	'1000000000,1000000000,1000000000',
+	'three alternating windows: the rollback gave back every row');
+
 # ---- the exception: a sliding log keeps one entry per microsecond ----
 
 ($total, $refunds) =

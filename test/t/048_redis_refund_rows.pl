@@ -219,6 +219,24 @@ is(sql('SELECT calls FROM rl_redis_info()') - $calls, 3,
 is($redis->cli('HGET', "rl:{$dboid:fw:lease}", 'c'), '30',
 	'Redis counts the three leases: units of replaced leases went with them');
 
+# Parameters alternating between calls take a lease per call (a lease of
+# other parameters is replaced): what the transaction keeps for them stays
+# bounded, a newer lease voiding what was kept for the older ones (whose
+# units went with them); one record per lease took 130 bytes a call.
+my $tracked = last_of(q{
+	SET ratelimit.redis_batch = 2;
+	BEGIN;
+	SELECT count(*) FROM generate_series(1, 20000) i
+	WHERE rl_allow('alt_lease', 'fixed_window', 1000000 + i % 2, '10000 days');
+	SELECT sum(total_bytes) FROM pg_backend_memory_contexts
+	WHERE name IN ('ratelimit refunds', 'ratelimit refund targets');
+	ROLLBACK;
+});
+cmp_ok($tracked, '<', 100 * 1024,
+	"20,000 calls, a lease each: tracking under 100 kB ($tracked bytes)");
+is($redis->cli('HGET', "rl:{$dboid:fw:alt_lease}", 'c'), '40000',
+	'Redis counts every lease: their units went with them');
+
 # ---- the queue of refunds is bounded ----
 
 # 10,001 calls at distinct microseconds on one sliding log: as many refund

@@ -172,18 +172,125 @@ my ($dump, $dump_err) = run_command([ 'pg_dump', '--schema-only', '-d', $node->c
 like($dump, qr/REVOKE ALL ON FUNCTION public\.rl_check_all\(.*\) FROM PUBLIC;\nGRANT ALL ON FUNCTION public\.rl_check_all\(.*\) TO app;/,
 	'and pg_dump dumps them, as for a new install');
 
-# What depends on rl_check_all (created anew) stops the update plainly.
-$node->safe_psql('postgres', 'CREATE DATABASE blocked');
-$node->safe_psql('blocked', q{
+# Privileges granted on the extension's functions, views and tables are
+# kept by the update, whatever it does to an object (replaced, created
+# anew): a role is granted every one of them in a database at each
+# release, and after the update holds them on every one still there.
+$node->safe_psql('postgres', 'CREATE ROLE watcher');
+my $kept_grants = q{
+	SELECT coalesce(string_agg(b.ident, ', ' ORDER BY b.ident), '')
+	FROM granted b
+	WHERE NOT coalesce(CASE b.kind
+		WHEN 'f' THEN (SELECT bool_or(a.grantee = 'watcher'::regrole)
+			FROM pg_proc p, aclexplode(p.proacl) a
+			WHERE p.oid = to_regprocedure(b.ident))
+		ELSE (SELECT bool_or(a.grantee = 'watcher'::regrole)
+			FROM pg_class c, aclexplode(c.relacl) a
+			WHERE c.oid = to_regclass(b.ident)) END, false)
+		AND CASE b.kind WHEN 'f' THEN to_regprocedure(b.ident) IS NOT NULL
+			ELSE to_regclass(b.ident) IS NOT NULL END
+		-- the store isolation section's (rl_status, rl_store_info) is
+		-- reworked apart (test 023)
+		AND b.ident NOT IN ('rl_status', 'rl_store_info()')};
+foreach my $from (@releases)
+{
+	my $db = 'grants_' . ($from =~ tr/./_/r);
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, qq{
+		CREATE EXTENSION ratelimit VERSION '$from';
+		CREATE TABLE granted AS
+		SELECT CASE classid WHEN 'pg_proc'::regclass THEN 'f' ELSE 'r' END AS kind,
+			CASE classid WHEN 'pg_proc'::regclass THEN objid::regprocedure::text
+				ELSE objid::regclass::text END AS ident
+		FROM pg_depend
+		WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+			AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit')
+			AND (classid = 'pg_proc'::regclass
+				OR (classid = 'pg_class'::regclass
+					AND (SELECT relkind IN ('r', 'v') FROM pg_class WHERE oid = objid)));
+		DO \$\$
+		DECLARE
+			o record;
+		BEGIN
+			FOR o IN SELECT * FROM granted LOOP
+				EXECUTE format(CASE o.kind WHEN 'f'
+					THEN 'GRANT EXECUTE ON FUNCTION %s TO watcher'
+					ELSE 'GRANT SELECT ON %s TO watcher' END, o.ident);
+			END LOOP;
+		END \$\$;
+	});
+	cmp_ok($node->safe_psql($db, 'SELECT count(*) FROM granted'), '>=', 5,
+		"$from: a role is granted every function, view and table");
+	is($node->safe_psql($db, $kept_grants), '', "$from: granted, checked before");
+	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
+	is($node->safe_psql($db, $kept_grants), '',
+		"$from updated: the role keeps its privileges on every object still there");
+	is($node->safe_psql($db, q{SELECT has_function_privilege('watcher',
+		'rl_keys(boolean)', 'EXECUTE')}), 't',
+		"$from updated: rl_keys (created anew) among them")
+	  if $from ne '0.1.0';
+}
+
+# What an administrator built on a function the update creates anew (a
+# view over rl_keys, rl_check_all or rl_redis_info) does not stop it: the
+# old definition is kept for it, under its name with _0_2_0, and a
+# WARNING says so; once the view is made again over the new function, the
+# old one can go.
+$node->safe_psql('postgres', 'CREATE DATABASE dependants');
+$node->safe_psql('dependants', q{
 	CREATE EXTENSION ratelimit VERSION '0.2.0';
+	INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('b', 'fixed_window', 5, '1 day');
+	SELECT rl_allow('k', 'b');
+	CREATE VIEW my_keys AS SELECT key, remaining FROM rl_keys() WHERE key = 'k';
 	CREATE VIEW checks AS SELECT * FROM rl_check_all(ARRAY['a'], ARRAY['b']);
+	CREATE VIEW redis AS SELECT calls FROM rl_redis_info();
+	GRANT SELECT ON my_keys TO watcher;
 });
-my ($ret, $out, $err) = $node->psql('blocked', 'ALTER EXTENSION ratelimit UPDATE');
-like($err, qr/ERROR:  cannot update extension "ratelimit": function rl_check_all is used by rule _RETURN on view checks/,
-	'a view over rl_check_all stops the update, named');
-$node->safe_psql('blocked', 'DROP VIEW checks; ALTER EXTENSION ratelimit UPDATE');
-is($node->safe_psql('blocked', "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
-	$default, 'once it is dropped, the update runs');
+my ($ret, $out, $err) = $node->psql('dependants', 'ALTER EXTENSION ratelimit UPDATE');
+is($ret, 0, 'views over functions created anew do not stop the update');
+like($err, qr/WARNING:  the 0\.2\.0 definition of (public\.)?rl_keys\(boolean\) is kept as (public\.)?rl_keys_0_2_0\(boolean\), for rule _RETURN on view (public\.)?my_keys/,
+	'a WARNING names the view over rl_keys');
+like($err, qr/rl_check_all_0_2_0\(.*\), for rule _RETURN on view (public\.)?checks/,
+	'and the one over rl_check_all');
+like($err, qr/rl_redis_info_0_2_0\(\), for rule _RETURN on view (public\.)?redis/,
+	'and the one over rl_redis_info');
+like($err, qr/HINT:  Create those objects again over (public\.)?rl_keys\(boolean\) to see the new columns, then run ALTER EXTENSION ratelimit DROP FUNCTION (public\.)?rl_keys_0_2_0\(boolean\); DROP FUNCTION (public\.)?rl_keys_0_2_0\(boolean\);/,
+	'with what to do');
+is($node->safe_psql('dependants', "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
+	$default, 'the update ran');
+is($node->safe_psql('dependants', "SELECT key, remaining FROM my_keys"), 'k|4',
+	'the view over rl_keys works as before');
+is($node->safe_psql('dependants', "SELECT calls FROM redis"), '0',
+	'the view over rl_redis_info too');
+is($node->safe_psql('dependants', "SELECT count(*) FROM checks"), '1',
+	'and the one over rl_check_all');
+is($node->safe_psql('dependants', q{SELECT has_table_privilege('watcher', 'my_keys', 'SELECT')}),
+	't', 'the view keeps its own privileges');
+is($node->safe_psql('dependants', q{SELECT key, encode(key_bytes, 'escape') FROM rl_keys() WHERE key = 'k'}),
+	'k|k', 'rl_keys has its new columns');
+$node->safe_psql('dependants', q{
+	CREATE OR REPLACE VIEW my_keys AS SELECT key, remaining FROM rl_keys() WHERE key = 'k';
+	ALTER EXTENSION ratelimit DROP FUNCTION rl_keys_0_2_0(boolean);
+	DROP FUNCTION rl_keys_0_2_0(boolean);
+});
+is($node->safe_psql('dependants', q{SELECT to_regprocedure('rl_keys_0_2_0(boolean)') IS NULL,
+	key, remaining FROM my_keys}), 't|k|4',
+	'made again over the new rl_keys, the old one goes as the hint says');
+
+# The update runs PL/pgSQL: the control file requires it, so a database
+# without it gets a plain error naming it (and CASCADE installs it), and
+# it cannot be dropped from under the extension.
+$node->safe_psql('postgres', 'CREATE DATABASE nolang');
+$node->safe_psql('nolang', 'DROP EXTENSION plpgsql');
+($ret, $out, $err) = $node->psql('nolang', 'CREATE EXTENSION ratelimit');
+like($err, qr/ERROR:  required extension "plpgsql" is not installed/,
+	'without plpgsql, CREATE EXTENSION names what it needs');
+$node->safe_psql('nolang', 'CREATE EXTENSION ratelimit CASCADE');
+is($node->safe_psql('nolang', "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'"),
+	$default, 'CREATE EXTENSION ... CASCADE installs plpgsql and the extension');
+($ret, $out, $err) = $node->psql('nolang', 'DROP EXTENSION plpgsql');
+like($err, qr/ERROR:  cannot drop extension plpgsql because other objects depend on it/,
+	'plpgsql cannot be dropped while ratelimit is installed');
 
 $node->stop;
 done_testing();

@@ -145,6 +145,38 @@ is(calls('postgres', 1124, 1124), '1', 'the same policy, once gone is dropped');
 is(allowed('p1124'), '1', "it took the dropped database's slot");
 is(info(), '1023|1023|1', 'nothing more overflowed');
 
+# ---- another database's dropped policies give their slots back ----
+# A backend cannot read another database's policies: a transaction that
+# drops policies marks their slots as it commits (a rolled-back one marks
+# nothing), and a claim from any database frees marked slots once the
+# table is full (finding 10).
+$node->safe_psql('postgres', 'SELECT rl_stats_reset()');
+$node->safe_psql('postgres', 'CREATE DATABASE sa');
+$node->safe_psql('sa', q{
+	CREATE EXTENSION ratelimit;
+	INSERT INTO rl_policy (name, algo, "limit", per)
+	SELECT 'q' || i, 'token_bucket', 10, '1 hour' FROM generate_series(1, 1030) i;
+	SELECT count(*) FROM rl_policy p, LATERAL rl_allow('k', p.name) a;
+});
+is(info(), '1023|1023|7', "database sa's policies take every slot");
+$node->safe_psql('sa', q{
+	BEGIN;
+	DELETE FROM rl_policy WHERE name <> 'q1';
+	ROLLBACK;
+});
+is(calls('postgres', 1150, 1150), '1', 'a policy of postgres, after sa rolled back a DELETE');
+is(info(), '1023|1023|8', 'overflows: a rolled-back DELETE frees nothing');
+$node->safe_psql('sa', q{DELETE FROM rl_policy WHERE name <> 'q1'});
+is(info(), '1023|1023|8', "sa's dropped policies keep their slots while there is room");
+is(calls('postgres', 1151, 1151), '1', 'another policy of postgres, once sa dropped its policies');
+is(allowed('p1151'), '1', "it took a slot of one of sa's dropped policies");
+is(info(), '1023|2|8', "sa's dropped policies' slots are free, nothing more overflowed");
+is($node->safe_psql('sa', q{SELECT allowed FROM rl_stats WHERE policy = 'q1'}), '1',
+	"sa's remaining policy keeps its slot and its count");
+is($node->safe_psql('postgres', q{
+		SELECT stats_slots, stats_slots_used, stats_overflow FROM rl_status}),
+	'1023|2|8', 'rl_status: the freed slots are free, the overflow as it was');
+
 $a->quit;
 $b->quit;
 $c->quit;

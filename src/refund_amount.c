@@ -1,0 +1,195 @@
+/*-------------------------------------------------------------------------
+ *
+ * refund_amount.c
+ *		The refund tracker's amounts: adding a call to one, which calls may
+ *		share one (a class), and the lists of a target's amounts.
+ *
+ * refund.c says what targets, amounts and levels are and why adding up is
+ * exact.  Here: a call joins an amount's newest (time, cost) pair when a
+ * refund cannot tell their times apart, a bucket's amount composes its
+ * bound, a target's amounts are kept innermost level first.  Nothing here
+ * raises an error where the caller says not to (no_oom); no shared state.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "utils/memutils.h"
+
+#include "refund_int.h"
+
+/* dynahash: hash a target's key (its key bytes and the rest) */
+uint32
+rl_refund_target_hash(const void *key, Size keysize)
+{
+	const RlTargetKey *k = (const RlTargetKey *) key;
+	uint32		h = hash_bytes((const unsigned char *) k->key, k->keylen);
+
+	h = hash_combine(h, k->dbid);
+	h = hash_combine(h, ((uint32) k->algo << 16) | ((uint32) k->flags << 8) |
+					 (uint32) k->engine);
+	if (k->flags & RL_RECEIPT_TIMELESS)
+		return h;
+	h = hash_combine(h, (uint32) k->incarnation);
+	return hash_combine(h, (uint32) (k->incarnation >> 32));
+}
+
+/* dynahash: 0 if two targets' keys are the same state */
+int
+rl_refund_target_match(const void *key1, const void *key2, Size keysize)
+{
+	const RlTargetKey *a = (const RlTargetKey *) key1;
+	const RlTargetKey *b = (const RlTargetKey *) key2;
+
+	return !(a->keylen == b->keylen && a->dbid == b->dbid &&
+			 a->algo == b->algo && a->engine == b->engine &&
+			 a->flags == b->flags &&
+			 (a->incarnation == b->incarnation ||
+			  (a->flags & RL_RECEIPT_TIMELESS)) &&
+			 memcmp(a->key, b->key, a->keylen) == 0);
+}
+
+/*
+ * Make room for n pairs in the amount.  Raises an error when memory runs
+ * out, or, with no_oom, returns false with the amount unchanged.
+ */
+static bool
+spent_reserve(RlAmount *a, int64 n, bool no_oom)
+{
+	int64		max = Max(a->maxspent, 1);
+	RlSpent    *spent;
+
+	if (n <= a->maxspent)
+		return true;
+	while (max < n)
+		max *= 2;
+	spent = MemoryContextAllocExtended(a->target->batch->cxt,
+									   max * sizeof(RlSpent),
+									   MCXT_ALLOC_HUGE |
+									   (no_oom ? MCXT_ALLOC_NO_OOM : 0));
+	if (spent == NULL)
+		return false;
+	if (a->nspent > 0)
+		memcpy(spent, a->spent, a->nspent * sizeof(RlSpent));
+	if (a->spent != NULL)
+		pfree(a->spent);
+	a->spent = spent;
+	a->maxspent = max;
+	return true;
+}
+
+/* How the refunds of a target of this algorithm and receipt add up. */
+RlTargetKind
+rl_refund_kind(RlAlgo algo, uint8 flags)
+{
+	if (flags & RL_RECEIPT_TIMELESS)
+		return RL_TARGET_LEASE;
+	switch (rl_algo(algo)->refund_grain)
+	{
+		case RL_GRAIN_WINDOW:
+			return RL_TARGET_WINDOW;
+		case RL_GRAIN_NONE:
+			return RL_TARGET_BOUND;
+		case RL_GRAIN_EXACT:
+		default:
+			return RL_TARGET_EXACT;
+	}
+}
+
+/*
+ * Add cost at time t as the amount's newest pair (rl_refund_add, when the
+ * newest pair cannot take it); the amount's first pair sets its
+ * parameters.  Returns false, changing nothing, if there is no room for it
+ * and no_oom says not to raise an error for it.
+ */
+bool
+rl_refund_append(RlAmount *a, const RlParams *p, int64 t, int64 cost,
+				 bool no_oom)
+{
+	if (!spent_reserve(a, a->nspent + 1, no_oom))
+		return false;
+	if (a->nspent == 0)
+	{
+		a->params = *p;
+		a->params.cost = 0;
+	}
+	a->spent[a->nspent].time = t;
+	a->spent[a->nspent].cost = cost;
+	a->nspent++;
+	return true;
+}
+
+/* Put the amount first in its target's list. */
+void
+rl_refund_link(RlAmount *a)
+{
+	a->tprev = NULL;
+	a->tnext = a->target->amounts;
+	if (a->tnext != NULL)
+		a->tnext->tprev = a;
+	a->target->amounts = a;
+}
+
+/* Take the amount out of its target's list. */
+void
+rl_refund_unlink(RlAmount *a)
+{
+	if (a->tprev != NULL)
+		a->tprev->tnext = a->tnext;
+	else
+		a->target->amounts = a->tnext;
+	if (a->tnext != NULL)
+		a->tnext->tprev = a->tprev;
+}
+
+/*
+ * The target's amount of the level for parameters of p's class, or NULL.
+ * The target's list has the innermost level's amounts first: those of
+ * inner levels than this one are passed over, and the walk ends at the
+ * first amount of an outer level.
+ */
+RlAmount *
+rl_refund_find(RlTarget *target, RlLevel *level, const RlParams *p)
+{
+	RlAmount   *a;
+	bool		seen = false;
+
+	for (a = target->amounts; a != NULL; a = a->tnext)
+	{
+		if (a->level == level)
+		{
+			if (rl_refund_same_class(target, &a->params, p))
+				return a;
+			seen = true;
+		}
+		else if (seen)
+			break;
+	}
+	return NULL;
+}
+
+/*
+ * Merge amount a (of a committed subtransaction) into b (its parent's, of
+ * the same target and class: a's calls are the newer), and take a out
+ * of its target's list (the caller frees it).  Returns false, changing
+ * nothing, if memory for that could not be had; raises no error.
+ */
+bool
+rl_refund_merge(RlAmount *a, RlAmount *b)
+{
+	int64		joined = 0;
+	int64		i;
+
+	if (a->nspent > 0 && b->nspent > 0 &&
+		rl_refund_same_time(a->target, &b->params, b->spent[b->nspent - 1].time,
+					a->spent[0].time))
+		joined = 1;
+	if (!spent_reserve(b, b->nspent + a->nspent - joined, true))
+		return false;
+	for (i = 0; i < a->nspent; i++)
+		(void) rl_refund_add(b, &a->params, a->spent[i].time,
+							 a->spent[i].cost, true);
+	rl_refund_unlink(a);
+	return true;
+}
