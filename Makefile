@@ -38,6 +38,7 @@ OBJS = \
 	src/dispatch_slots.o \
 	src/dispatch_durable.o \
 	src/args.o \
+	src/policy_row.o \
 	src/policy.o \
 	src/override.o \
 	src/override_validate.o \
