@@ -149,10 +149,6 @@ policy_option(Datum value, bool isnull, const char *column,
 }
 
 /*
- * Check one policy row and fill in the policy; cols says where its columns
- * are in desc.  Raises the same errors as a call's arguments would.
- */
-/*
  * A durable policy's state is logged by the shared-memory store: it is
  * decided there, and by an algorithm whose image has a bounded size.
  */
@@ -169,11 +165,22 @@ policy_durable_check(const RlPolicy *pol)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("policy \"%s\": durable policies do not support algorithm \"%s\"",
 						pol->name, rl_algo(pol->algo)->name)));
+	/* slots are held by backends, which a crash ends: nothing to keep */
+	if (rl_algo_holds(pol->algo))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("policy \"%s\": a concurrency limit cannot be durable",
+						pol->name),
+				 errdetail("Its slots are held by sessions, which a crash or failover ends.")));
 }
 
+/*
+ * Check one policy row and fill in the policy; cols says where its columns
+ * are in desc.  Raises the same errors as a call's arguments would.
+ */
 void
 rl_policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
-				RlPolicy *pol)
+				   RlPolicy *pol)
 {
 	Datum		values[PCOL_COUNT];
 	bool		nulls[PCOL_COUNT];

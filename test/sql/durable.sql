@@ -17,6 +17,8 @@ INSERT INTO rl_policy (name, algo, "limit", per, durable)
 VALUES ('bad', 'sliding_window_log', 5, '1 day', true);
 INSERT INTO rl_policy (name, algo, "limit", per, backend, durable)
 VALUES ('bad', 'fixed_window', 5, '1 day', 'redis', true);
+INSERT INTO rl_policy (name, algo, "limit", durable)
+VALUES ('bad', 'concurrency', 2, true);
 UPDATE rl_policy SET algo = 'sliding_window_log' WHERE name = 'quota';
 -- without ratelimit.durable a consuming call is refused (55000) and
 -- nothing is consumed; a look (cost 0) works
