@@ -410,6 +410,7 @@ CREATE TABLE rl_override (
 	burst bigint,				-- NULL: the policy's (or the limit, as its)
 	unlimited boolean NOT NULL DEFAULT false,	-- admit, count nothing
 	blocked_until timestamptz,	-- deny until then; NULL: not blocked
+	period_anchor timestamptz,	-- the key's billing anchor; NULL: the policy's
 	PRIMARY KEY (policy, key)
 );
 COMMENT ON TABLE rl_override IS 'rate-limit overrides: another limit, a block or no limit for one key under a policy';

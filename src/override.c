@@ -39,11 +39,13 @@ typedef struct RlOverride
 	int64		burst;
 	uint8		flags;			/* RL_OVERRIDE_* */
 	int64		blocked_until;	/* Unix us, or RL_BLOCKED_FOREVER */
+	int64		anchor;			/* the key's billing anchor (Unix us), or
+								 * RL_NO_ANCHOR */
 } RlOverride;
 
 /* the select list that reads rl_override's columns in RlOverrideColumn order */
 const char *const rl_override_columns =
-"policy, key, \"limit\", burst, unlimited, blocked_until";
+"policy, key, \"limit\", burst, unlimited, blocked_until, period_anchor";
 
 /* Hash of an override's key: its bytes. */
 static uint32
@@ -111,6 +113,11 @@ rl_override_put(HTAB **overrides, MemoryContext cxt, RlAlgo algo,
 	ov->blocked_until = 0;
 	if (!nulls[OCOL_UNLIMITED] && DatumGetBool(values[OCOL_UNLIMITED]))
 		ov->flags |= RL_OVERRIDE_UNLIMITED;
+	ov->anchor = RL_NO_ANCHOR;
+	if (!nulls[OCOL_PERIOD_ANCHOR] &&
+		!TIMESTAMP_NOT_FINITE(DatumGetTimestampTz(values[OCOL_PERIOD_ANCHOR])))
+		ov->anchor = DatumGetTimestampTz(values[OCOL_PERIOD_ANCHOR]) +
+			RL_UNIX_OFFSET;
 	if (!nulls[OCOL_BLOCKED_UNTIL])
 	{
 		TimestampTz end = DatumGetTimestampTz(values[OCOL_BLOCKED_UNTIL]);
@@ -130,21 +137,25 @@ rl_override_put(HTAB **overrides, MemoryContext cxt, RlAlgo algo,
  * where the policy's is its limit's default (burst_given false).
  */
 void
-rl_override_apply(HTAB *overrides, bool burst_given, const char *bytes,
-				  int len, RlRequest *req)
+rl_override_apply(const RlPolicy *pol, const char *bytes, int len,
+				  RlRequest *req)
 {
 	RlOverrideKey key;
 	const RlOverride *ov;
 
 	key.bytes = bytes;
 	key.len = len;
-	ov = hash_search(overrides, &key, HASH_FIND, NULL);
+	ov = hash_search(pol->overrides, &key, HASH_FIND, NULL);
 	if (ov == NULL)
 		return;
+	/* the key's own billing periods (checked when written: calendar ones) */
+	if (ov->anchor != RL_NO_ANCHOR && pol->algo == RL_FIXED_WINDOW &&
+		pol->per.time == 0)
+		rl_policy_period(pol, ov->anchor, &req->params);
 	if (ov->has_limit)
 	{
 		req->params.limit = ov->limit;
-		if (!burst_given)
+		if (!pol->burst_given)
 			req->params.burst = ov->limit;
 	}
 	if (ov->has_burst)

@@ -12,6 +12,7 @@
 #include "utils/hsearch.h"
 
 #include "engine.h"
+#include "policy_row.h"
 
 /* the columns of rl_override the cache reads, in this order */
 typedef enum RlOverrideColumn
@@ -22,6 +23,7 @@ typedef enum RlOverrideColumn
 	OCOL_BURST,
 	OCOL_UNLIMITED,
 	OCOL_BLOCKED_UNTIL,
+	OCOL_PERIOD_ANCHOR,
 	OCOL_COUNT
 } RlOverrideColumn;
 
@@ -29,7 +31,7 @@ extern const char *const rl_override_columns;
 
 extern void rl_override_put(HTAB **overrides, MemoryContext cxt, RlAlgo algo,
 							const Datum *values, const bool *nulls);
-extern void rl_override_apply(HTAB *overrides, bool burst_given,
-							  const char *bytes, int len, RlRequest *req);
+extern void rl_override_apply(const RlPolicy *pol, const char *bytes, int len,
+							  RlRequest *req);
 
 #endif							/* RL_OVERRIDE_H */

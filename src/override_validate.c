@@ -56,10 +56,12 @@ rl_override_validate(PG_FUNCTION_ARGS)
 	Datum		key;
 	Datum		limit;
 	Datum		burst;
+	Datum		anchor;
 	bool		policy_null;
 	bool		key_null;
 	bool		limit_null;
 	bool		burst_null;
+	bool		anchor_null;
 	Oid			argtype = TEXTOID;
 	StringInfoData query;
 	RlPolicy	pol;
@@ -77,6 +79,7 @@ rl_override_validate(PG_FUNCTION_ARGS)
 	key = override_column(tuple, desc, "key", &key_null);
 	limit = override_column(tuple, desc, "limit", &limit_null);
 	burst = override_column(tuple, desc, "burst", &burst_null);
+	anchor = override_column(tuple, desc, "period_anchor", &anchor_null);
 	if (policy_null || key_null)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -101,6 +104,10 @@ rl_override_validate(PG_FUNCTION_ARGS)
 	SPI_finish();
 
 	params = pol.params;
+	/* a key's anchor: for the policy's calendar periods only (22023) */
+	if (!anchor_null)
+		rl_policy_period(&pol, rl_arg_anchor(DatumGetTimestampTz(anchor)),
+						 &params);
 	if (!limit_null)
 	{
 		params.limit = DatumGetInt64(limit);

@@ -56,7 +56,7 @@ rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
 	req->nlimits = pol->nlimits;
 	req->limits = pol->limits;
 	if (unlikely(pol->overrides != NULL))
-		rl_override_apply(pol->overrides, pol->burst_given, key, keylen, req);
+		rl_override_apply(pol, key, keylen, req);
 }
 
 /*

@@ -121,6 +121,21 @@ SELECT err($$INSERT INTO rl_override (policy, key, "limit") VALUES ('ov_orders',
 SELECT err($$SELECT rl_block('k', 'ov_orders')$$);
 SELECT err($$SELECT rl_unblock('b2', 'ov_orders')$$);
 RESET ROLE;
+-- a key's own billing anchor: tenant 7 signed up on the 15th, its months
+-- run from the 15th at noon; other keys keep the policy's calendar months
+INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('ov_billing', 'fixed_window', 2, '1 month');
+INSERT INTO rl_override (policy, key, period_anchor) VALUES ('ov_billing', 't7', '2026-01-15 12:00:00+00');
+SELECT key, allowed, remaining, reset_at
+FROM (VALUES ('t7'), ('t8')) k(key),
+	 LATERAL rl_check(k.key, 'ov_billing', at => '2026-02-10 00:00:00+00');
+SELECT allowed, reset_at FROM rl_check('t7', 'ov_billing', at => '2026-02-15 11:59:59+00');
+SELECT allowed, reset_at FROM rl_check('t7', 'ov_billing', at => '2026-02-15 11:59:59+00');
+SELECT allowed, reset_at FROM rl_check('t7', 'ov_billing', at => '2026-02-15 12:00:00+00');
+SELECT period_start, period_end FROM rl_usage('ov_billing', 't7', at => '2026-02-20 00:00:00+00');
+-- an anchor only for a policy of calendar periods (22023), and finite (22008)
+INSERT INTO rl_policy (name, algo, "limit", per) VALUES ('ov_tb', 'token_bucket', 2, '1 hour');
+SELECT err($$INSERT INTO rl_override (policy, key, period_anchor) VALUES ('ov_tb', 'x', '2026-01-15')$$);
+SELECT err($$INSERT INTO rl_override (policy, key, period_anchor) VALUES ('ov_billing', 'x', 'infinity')$$);
 DROP ROLE ov_user;
 -- overrides are dumped with the database
 SELECT extconfig::regclass[] @> ARRAY['rl_override'::regclass] AS dumped
