@@ -258,13 +258,16 @@ $node->stop;
 
 # a store full of durable keys: a new durable key fails with 53400
 # (fail_mode does not apply), an ordinary call follows fail_mode, and the
-# durable keys are neither reclaimed nor evicted
+# durable keys are neither reclaimed nor evicted (one role fills it: no
+# share caps here, 026 tests those)
 my $tiny = PostgreSQL::Test::Cluster->new('tiny');
 $tiny->init;
 $tiny->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'ratelimit'
 ratelimit.durable = on
 ratelimit.max_keys = 256
+ratelimit.role_share = 100
+ratelimit.database_share = 100
 });
 $tiny->start;
 $tiny->safe_psql('postgres', q{
