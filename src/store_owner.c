@@ -250,7 +250,12 @@ rl_owner_current(Oid dbid)
 			owner_unpin(owner_cache[--owner_ncached].slot);
 		i = owner_ncached++;
 	}
-	memmove(&owner_cache[1], &owner_cache[0], i * sizeof(RlOwnerCached));
+	/*
+	 * move the others down one place (valgrind takes a fortified memmove of
+	 * overlapping entries for a memcpy)
+	 */
+	for (; i > 0; i--)
+		owner_cache[i] = owner_cache[i - 1];
 	owner_cache[0] = found;
 	return found.slot;
 }
