@@ -45,6 +45,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 my @ALL;
+my $SERIAL = 0;    # folders made by this test process
 
 # A TCP port nobody listens on right now.
 sub free_port
@@ -71,7 +72,10 @@ sub new
 {
 	my ($class, %o) = @_;
 	my $port = free_port();
-	my $dir = "$PostgreSQL::Test::Utils::tmp_check/redis_$port";
+	# a port is free again once a server of an earlier test file stopped,
+	# so the folder is named by the test's process and a serial as well
+	my $dir = sprintf('%s/redis_%d_%d_%d',
+		$PostgreSQL::Test::Utils::tmp_check, $port, $$, ++$SERIAL);
 	mkdir $dir or die "mkdir $dir: $!";
 	my $self = bless { port => $port, dir => $dir, args => $o{args} // [] },
 	  $class;
