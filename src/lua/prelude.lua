@@ -297,6 +297,25 @@ local function window(t)
   return s, add(s, W)
 end
 
+-- A sliding log's total at t, v its state ('n' second): the entries of list
+-- G a window old are dropped first; a log without state starts empty.
+local function log_expire(G, v, t)
+  if not v then
+    redis.call('DEL', G)
+    return 0
+  end
+  local sum = num(v[2])
+  while true do
+    local e = redis.call('LINDEX', G, 0)
+    if not e then break end
+    local et, ec = entry(e)
+    if cmp(add(et, W), t) > 0 then break end
+    redis.call('LPOP', G)
+    sum = sub(sum, ec)
+  end
+  return sum
+end
+
 -- fixed_window's window for a call at t, v its state ('s', 'c' first): a
 -- call clamped to the key's latest time is in the window the state
 -- records (every decision and charge writes t with s and e), since the

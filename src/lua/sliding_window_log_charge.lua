@@ -5,20 +5,7 @@
 local G = K[2]
 local v = state('n')
 local t = clock(v and num(v[1]))
-local sum = 0
-if v then
-  sum = num(v[2])
-  while true do
-    local e = redis.call('LINDEX', G, 0)
-    if not e then break end
-    local et, ec = entry(e)
-    if cmp(add(et, W), t) > 0 then break end
-    redis.call('LPOP', G)
-    sum = sub(sum, ec)
-  end
-else
-  redis.call('DEL', G)
-end
+local sum = log_expire(G, v, t)
 if A[7] == '-' then
   local left = C
   while cmp(left, 0) > 0 do
