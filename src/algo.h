@@ -91,6 +91,10 @@ typedef struct RlParams
 	int64		burst;			/* B: bucket capacity (buckets only; = L if
 								 * not given) */
 	RlPeriod	period;			/* calendar windows (fixed_window) */
+	int64		headroom;		/* load shedding: units that must stay free
+								 * after the call for it to be admitted
+								 * (decided as if it cost cost + headroom,
+								 * charged cost); 0: none */
 } RlParams;
 
 /* Is the window a calendar period rather than W on the epoch? */
