@@ -37,6 +37,7 @@ OBJS = \
 	src/dispatch_admin.o \
 	src/dispatch_slots.o \
 	src/dispatch_durable.o \
+	src/shed.o \
 	src/args.o \
 	src/policy_row.o \
 	src/policy.o \
@@ -67,12 +68,12 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate calendar override penalty adjust policy_limits concurrency durable guide
+	refund_aggregate calendar override penalty adjust policy_limits concurrency durable guide priority
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
 ISOLATION = concurrent_key policy_reload refund_after_reset override_reload \
-	concurrency_wait
+	concurrency_wait priority_slots
 ISOLATION_OPTS = --inputdir=test --outputdir=. --load-extension=ratelimit \
 	--temp-instance=$(CURDIR)/test/tmp_instance_iso \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

@@ -26,7 +26,7 @@ GRANT EXECUTE ON FUNCTION rl_stats_info() TO pg_monitor;
 -- depends on it (a view): it is kept, a member of the extension working
 -- as before (the library fills results by column name or position), and a
 -- WARNING names its users.  docs/reference.md, "Updating to 0.3.0", says
--- what to do.  The helper is dropped after its last use (rl_redis_info).
+-- what to do.  The helper is dropped after its last use (load shedding).
 CREATE FUNCTION rl_update_replaced(old regprocedure, new regprocedure)
 RETURNS void
 LANGUAGE plpgsql
@@ -77,7 +77,7 @@ BEGIN
 	ELSE
 		RAISE WARNING 'the 0.2.0 definition of % is kept as %, for %',
 			new, old, users
-			USING DETAIL = 'Version 0.3.0 adds result columns to it, which creates it anew; what was built on the old one keeps working as it did.',
+			USING DETAIL = 'Version 0.3.0 adds result columns or arguments to it, which creates it anew; what was built on the old one keeps working as it did.',
 				  HINT = format('Create those objects again over %s to see the new columns, then run ALTER EXTENSION ratelimit DROP FUNCTION %s; DROP FUNCTION %s;', new, old, old);
 	END IF;
 END
@@ -312,8 +312,6 @@ CREATE OR REPLACE VIEW rl_status AS
 	FROM rl_store_info() s, rl_redis_info() r, rl_stats_info() i,
 		 rl_store_shares() h;
 SELECT rl_update_replaced('rl_redis_info_0_2_0()', 'rl_redis_info()');
--- the last function created anew: the helper goes
-DROP FUNCTION rl_update_replaced(regprocedure, regprocedure);
 
 -- rl_reset's C entry point for this version's definition (the library
 -- keeps "rl_reset" for databases still on 0.1.0's or 0.2.0's).
@@ -569,7 +567,9 @@ CREATE FUNCTION rl_acquire(
 	key text,
 	max_in_flight bigint,
 	hold text DEFAULT 'transaction',
-	max_wait interval DEFAULT '0')
+	max_wait interval DEFAULT '0',
+	priority text DEFAULT NULL,			-- load shedding, below
+	reserve double precision DEFAULT NULL)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'rl_acquire'
 LANGUAGE C VOLATILE;
@@ -579,7 +579,8 @@ CREATE FUNCTION rl_acquire(
 	key text,
 	policy text,
 	hold text DEFAULT 'transaction',
-	max_wait interval DEFAULT '0')
+	max_wait interval DEFAULT '0',
+	priority text DEFAULT NULL)			-- load shedding, below
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'rl_acquire_policy'
 LANGUAGE C VOLATILE;
@@ -632,3 +633,84 @@ AS 'MODULE_PATHNAME', 'rl_store_info'
 LANGUAGE C VOLATILE;
 REVOKE ALL ON FUNCTION rl_durable_info() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION rl_durable_info() TO pg_monitor;
+
+-- ---- Load shedding by priority (#12) ----
+
+-- The share of each of a policy's limits (of its capacity: the burst of a
+-- bucket) kept free for calls of higher priority (docs/quotas.md, "Load
+-- shedding"): a 'sheddable' call must leave all of it free, a 'normal'
+-- one half of it, a 'critical' one, or one without a priority, none.
+-- From 0 (nothing kept) up to but not including 1.
+ALTER TABLE rl_policy ADD COLUMN reserve double precision NOT NULL DEFAULT 0;
+
+-- rl_allow and rl_check take a priority (and, called directly, the
+-- reserve), as the last arguments: created anew (rl_update_replaced,
+-- above), so that a call with the old arguments finds one function.
+ALTER FUNCTION rl_allow(text, text, bigint, interval, bigint, bigint, timestamptz)
+	RENAME TO rl_allow_0_2_0;
+CREATE FUNCTION rl_allow(
+	key text,
+	algo text,
+	"limit" bigint,
+	per interval DEFAULT '1 second',
+	cost bigint DEFAULT 1,
+	burst bigint DEFAULT NULL,
+	at timestamptz DEFAULT NULL,
+	priority text DEFAULT NULL,
+	reserve double precision DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_allow'
+LANGUAGE C VOLATILE;
+SELECT rl_update_replaced(
+	'rl_allow_0_2_0(text, text, bigint, interval, bigint, bigint, timestamptz)',
+	'rl_allow(text, text, bigint, interval, bigint, bigint, timestamptz, text, double precision)');
+
+ALTER FUNCTION rl_check(text, text, bigint, interval, bigint, bigint, timestamptz)
+	RENAME TO rl_check_0_2_0;
+CREATE FUNCTION rl_check(
+	key text,
+	algo text,
+	"limit" bigint,
+	per interval DEFAULT '1 second',
+	cost bigint DEFAULT 1,
+	burst bigint DEFAULT NULL,
+	at timestamptz DEFAULT NULL,
+	priority text DEFAULT NULL,
+	reserve double precision DEFAULT NULL)
+RETURNS rl_decision
+AS 'MODULE_PATHNAME', 'rl_check'
+LANGUAGE C VOLATILE;
+SELECT rl_update_replaced(
+	'rl_check_0_2_0(text, text, bigint, interval, bigint, bigint, timestamptz)',
+	'rl_check(text, text, bigint, interval, bigint, bigint, timestamptz, text, double precision)');
+
+ALTER FUNCTION rl_allow(text, text, timestamptz, bigint)
+	RENAME TO rl_allow_0_2_0;
+CREATE FUNCTION rl_allow(
+	key text,
+	policy text,
+	at timestamptz DEFAULT NULL,
+	cost bigint DEFAULT NULL,
+	priority text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_allow_policy'
+LANGUAGE C VOLATILE;
+SELECT rl_update_replaced('rl_allow_0_2_0(text, text, timestamptz, bigint)',
+	'rl_allow(text, text, timestamptz, bigint, text)');
+
+ALTER FUNCTION rl_check(text, text, timestamptz, bigint)
+	RENAME TO rl_check_0_2_0;
+CREATE FUNCTION rl_check(
+	key text,
+	policy text,
+	at timestamptz DEFAULT NULL,
+	cost bigint DEFAULT NULL,
+	priority text DEFAULT NULL)
+RETURNS rl_decision
+AS 'MODULE_PATHNAME', 'rl_check_policy'
+LANGUAGE C VOLATILE;
+SELECT rl_update_replaced('rl_check_0_2_0(text, text, timestamptz, bigint)',
+	'rl_check(text, text, timestamptz, bigint, text)');
+
+-- the last function created anew: the helper goes
+DROP FUNCTION rl_update_replaced(regprocedure, regprocedure);

@@ -94,7 +94,8 @@ typedef struct RlParams
 	int64		headroom;		/* load shedding: units that must stay free
 								 * after the call for it to be admitted
 								 * (decided as if it cost cost + headroom,
-								 * charged cost); 0: none */
+								 * charged cost; cost + headroom is at most
+								 * the capacity); 0: none (shed.c) */
 } RlParams;
 
 /* Is the window a calendar period rather than W on the epoch? */

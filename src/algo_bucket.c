@@ -89,7 +89,7 @@ leaky_drain(RlBucketState *s, bool fresh, int64 t, int64 last,
 
 /*
  * token_bucket: a new key starts full (B tokens); tokens refill at r up to
- * B; allowed iff tokens >= c.
+ * B; allowed iff tokens >= c + h (h the headroom), then c are taken.
  */
 bool
 rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
@@ -97,15 +97,15 @@ rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
 {
 	RlBucketState *s = &state->bucket;
 	int128		capacity = (int128) p->burst * p->per;
-	int128		cost = (int128) p->cost * p->per;
+	int128		need = (int128) (p->cost + p->headroom) * p->per;
 
 	token_fill(s, fresh, t, last, p);
-	d->allowed = s->scaled >= cost;
+	d->allowed = s->scaled >= need;
 	if (d->allowed)
-		s->scaled -= cost;
+		s->scaled -= (int128) p->cost * p->per;
 	d->remaining = rl_units(s->scaled, p->per);
 	d->retry_after = d->allowed ? 0.0 :
-		rl_seconds(cost - s->scaled, p->limit);
+		rl_seconds(need - s->scaled, p->limit);
 	d->reset_at = rl_time_after(t, capacity - s->scaled, p->limit);
 	d->delay = 0.0;
 	return true;
@@ -113,8 +113,9 @@ rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
 
 /*
  * leaky_bucket: a queue of capacity B draining at r; a new key starts
- * empty; allowed iff level + c <= B, and the admitted call is told to wait
- * until the queue ahead of it has drained.  The level is never above B at
+ * empty; allowed iff level + c + h <= B (h the headroom), and the admitted
+ * call, which queues c, is told to wait until the queue ahead of it has
+ * drained.  The level is never above B at
  * a call: a burst lowered since the last call, or a state no call could
  * have left (the state file is not trusted), keeps at most B queued.
  */
@@ -124,20 +125,20 @@ rl_leaky_bucket(RlState *state, bool fresh, int64 t, int64 last,
 {
 	RlBucketState *s = &state->bucket;
 	int128		capacity = (int128) p->burst * p->per;
-	int128		cost = (int128) p->cost * p->per;
+	int128		need = (int128) (p->cost + p->headroom) * p->per;
 
 	leaky_drain(s, fresh, t, last, p);
-	d->allowed = s->scaled + cost <= capacity;
+	d->allowed = s->scaled + need <= capacity;
 	if (d->allowed)
 	{
 		d->delay = rl_seconds(s->scaled, p->limit);
-		s->scaled += cost;
+		s->scaled += (int128) p->cost * p->per;
 		d->retry_after = 0.0;
 	}
 	else
 	{
 		d->delay = 0.0;
-		d->retry_after = rl_seconds(s->scaled + cost - capacity, p->limit);
+		d->retry_after = rl_seconds(s->scaled + need - capacity, p->limit);
 	}
 	d->remaining = rl_units(capacity - s->scaled, p->per);
 	d->reset_at = rl_time_after(t, s->scaled, p->limit);

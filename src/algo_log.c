@@ -130,9 +130,9 @@ log_drop_newest(RlLogState *s, RlChain *m)
 }
 
 /*
- * Seconds until a call of the given cost fits: the time at which the oldest
- * entry j expires such that the live entries newer than j plus the cost fit
- * in the limit.
+ * Seconds until a call of the given cost (and headroom) fits: the time at
+ * which the oldest entry j expires such that the live entries newer than j
+ * plus the cost and the headroom fit in the limit.
  */
 static double
 log_retry_after(const RlLogState *s, const RlChain *m, int64 t,
@@ -147,7 +147,7 @@ log_retry_after(const RlLogState *s, const RlChain *m, int64 t,
 		const RlLogEntry *entry = &m->blocks[block].entries[pos];
 
 		newer -= entry->cost;
-		if (newer + p->cost <= p->limit)
+		if (newer + p->cost + p->headroom <= p->limit)
 			return rl_seconds(entry->time + p->per - t, 1);
 		if (++pos == block_end(s, block))
 		{
@@ -155,7 +155,7 @@ log_retry_after(const RlLogState *s, const RlChain *m, int64 t,
 			pos = 0;
 		}
 	}
-	return 0.0;					/* not reached: c <= L fits an empty log */
+	return 0.0;					/* not reached: c + h <= L fits an empty log */
 }
 
 /* The rest of a decision's outcome, once allowed is known. */
@@ -222,8 +222,8 @@ rl_log_init(RlLogState *s)
 }
 
 /*
- * sliding_window_log: allowed iff the live costs plus c fit in L; then a
- * call with c > 0 is logged.  A state not fresh must have been set up by
+ * sliding_window_log: allowed iff the live costs plus c and the headroom
+ * fit in L; then a call with c > 0 is logged (c alone).  A state not fresh must have been set up by
  * rl_log_init.  Returns false if the call had to be logged but no block
  * was lent; only expired entries have then been dropped.
  */
@@ -239,7 +239,7 @@ rl_sliding_window_log(RlState *state, bool fresh, int64 t, int64 last,
 	m->freed_first = m->freed_last = RL_NIL;
 	log_expire(s, m, t, p->per);
 
-	d->allowed = p->cost <= p->limit - s->sum;
+	d->allowed = p->cost + p->headroom <= p->limit - s->sum;
 	if (d->allowed && p->cost > 0 && !log_append(s, m, t, p->cost))
 		return false;
 	log_outcome(s, m, t, p, d);

@@ -25,8 +25,9 @@
 #include "algo_common.h"
 
 /*
- * A call of cost c takes c slots if they are free and nobody waits; a call
- * of cost 0 reports whether one is free.  reset_at is the call's time
+ * A call of cost c takes c slots if they are free and nobody waits, and h
+ * more (the headroom) would still be free; a call of cost 0 reports
+ * whether one would be free so.  reset_at is the call's time
  * while the key is idle (nothing held, nobody waiting), the saturated time
  * otherwise, so the store never reclaims a key whose slots are held.
  */
@@ -39,10 +40,11 @@ rl_concurrency(RlState *st, bool fresh, int64 t, int64 last,
 	if (fresh)
 		memset(s, 0, sizeof(*s));
 	if (p->cost == 0)
-		o->allowed = s->held < p->limit;
+		o->allowed = s->held + p->headroom < p->limit;
 	else
 	{
-		o->allowed = s->waiting == 0 && s->held <= p->limit - p->cost;
+		o->allowed = s->waiting == 0 &&
+			s->held <= p->limit - p->cost - p->headroom;
 		if (o->allowed)
 			s->held += p->cost;
 	}

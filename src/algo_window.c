@@ -65,7 +65,8 @@ window_roll(RlWindowState *s, bool fresh, int64 t, const RlParams *p,
 }
 
 /*
- * fixed_window: allowed iff count + c <= L, then count += c.
+ * fixed_window: allowed iff count + c + h <= L (h the headroom), then
+ * count += c.
  */
 bool
 rl_fixed_window(RlState *state, bool fresh, int64 t, int64 last,
@@ -76,7 +77,7 @@ rl_fixed_window(RlState *state, bool fresh, int64 t, int64 last,
 
 	end = window_roll(s, fresh, t, p, false);
 
-	o->allowed = p->cost <= p->limit - s->cur;
+	o->allowed = p->cost + p->headroom <= p->limit - s->cur;
 	if (o->allowed)
 		s->cur += p->cost;
 	o->remaining = Max(p->limit - s->cur, 0);
@@ -89,7 +90,9 @@ rl_fixed_window(RlState *state, bool fresh, int64 t, int64 last,
 /*
  * sliding_window_counter: the previous window's count weighted by the part
  * of it still inside the sliding window, plus the current count.  All
- * comparisons are made on values multiplied by W, so they are exact.
+ * comparisons are made on values multiplied by W, so they are exact.  The
+ * call is decided, and its wait computed, for its cost plus the headroom
+ * (need); it counts its cost.
  */
 bool
 rl_sliding_window_counter(RlState *state, bool fresh, int64 t, int64 last,
@@ -100,27 +103,27 @@ rl_sliding_window_counter(RlState *state, bool fresh, int64 t, int64 last,
 	int64		elapsed;
 	int128		capacity;
 	int128		used;			/* estimate * W */
-	int128		cost = (int128) p->cost * per;
+	int64		need = p->cost + p->headroom;
 
 	(void) window_roll(s, fresh, t, p, true);
 	elapsed = t - s->start;
 	capacity = (int128) p->limit * per;
 	used = (int128) s->prev * (per - elapsed) + (int128) s->cur * per;
 
-	o->allowed = used + cost <= capacity;
+	o->allowed = used + (int128) need * per <= capacity;
 	if (o->allowed)
 	{
 		s->cur += p->cost;
-		used += cost;
+		used += (int128) p->cost * per;
 		o->retry_after = 0.0;
 	}
-	else if ((int128) s->cur + p->cost <= p->limit)
+	else if ((int128) s->cur + need <= p->limit)
 	{
 		/*
 		 * Enough room once the previous window's weight fades:
 		 * W - (L - cur - c) * W / prev - e.  Denial implies prev > 0.
 		 */
-		int128		slack = (int128) p->limit - s->cur - p->cost;
+		int128		slack = (int128) p->limit - s->cur - need;
 
 		o->retry_after = rl_seconds((int128) (per - elapsed) * s->prev -
 									slack * per, s->prev);
@@ -132,7 +135,7 @@ rl_sliding_window_counter(RlState *state, bool fresh, int64 t, int64 last,
 		 * (W - e) + max(0, W - (L - c) * W / cur).  Here cur + c > L, so the
 		 * second term is positive and cur > 0.
 		 */
-		int128		excess = (int128) s->cur + p->cost - p->limit;
+		int128		excess = (int128) s->cur + need - p->limit;
 
 		o->retry_after = rl_seconds((int128) (per - elapsed) * s->cur +
 									excess * per, s->cur);

@@ -26,6 +26,7 @@
 #include "dispatch.h"
 #include "dispatch_durable.h"
 #include "refund.h"
+#include "shed.h"
 #include "stats.h"
 #include "store.h"
 
@@ -246,6 +247,7 @@ rl_hybrid_precheck(const RlRequest *req)
 
 	pre.params.limit = hybrid_scale(req->params.limit);
 	pre.params.burst = hybrid_scale(req->params.burst);
+	pre.params.headroom = 0;	/* shedding is Redis's, on the real limit */
 	return pre;
 }
 
@@ -419,6 +421,7 @@ answered_at(const RlRequest *req, int64 now)
  * (dry-run) request is decided and counted like any other, then allowed.
  * A tracked request's consumption is given back if its (sub)transaction
  * aborts.  A key's override or penalty box may answer before the engines.
+ * A call with a priority keeps its headroom free (shed.c).
  */
 void
 rl_decide(const RlRequest *req, RlDecision *d)
@@ -426,8 +429,10 @@ rl_decide(const RlRequest *req, RlDecision *d)
 	int64		now;
 	int			backend = rl_request_backend(req);
 	RlRequest	boxed;
+	RlRequest	shed;
 
 	dispatch_enter();
+	req = rl_shed_request(req, &shed);
 	if (unlikely(req->durable))
 		rl_durable_check(req, backend == RL_BACKEND_LOCAL);
 	now = rl_clock_now();
@@ -447,6 +452,7 @@ rl_decide(const RlRequest *req, RlDecision *d)
 		if (unlikely(req->block_duration > 0))
 			penalty_start(req, now, backend, d);
 	}
+	rl_shed_report(req, &d->out);
 	apply_shadow(req, d);
 	rl_stats_count(req, &d->out, d->failed, d->shadowed);
 	if (req->track)
@@ -745,9 +751,12 @@ bool
 rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 {
 	int			backend = rl_request_backend(&reqs[0]);
+	RlRequest	shed[RL_MAX_MULTI];
 	int64		now;
 	bool		all;
 	int			i;
+
+	reqs = rl_shed_requests(reqs, n, shed);
 
 	for (i = 1; i < n; i++)
 		if (rl_request_backend(&reqs[i]) != backend)
@@ -775,6 +784,7 @@ rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds)
 		all = engine_decide_all(reqs, n, now, backend, ds);
 	for (i = 0; i < n; i++)
 	{
+		rl_shed_report(&reqs[i], &ds[i].out);
 		apply_shadow(&reqs[i], &ds[i]);
 		rl_stats_count(&reqs[i], &ds[i].out, ds[i].failed, ds[i].shadowed);
 	}

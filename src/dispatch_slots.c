@@ -19,6 +19,7 @@
 #include "utils/wait_event.h"
 
 #include "dispatch.h"
+#include "shed.h"
 #include "slots.h"
 #include "stats.h"
 
@@ -84,7 +85,9 @@ rl_slots_local(const RlRequest *req)
  * microseconds, first come first served.  A key this backend holds
  * already is not taken twice (slots.c).  When the store has no room for
  * the key, fail_mode decides, and nothing is held.  Returns whether the
- * call may proceed.  Slots are the store's only (rl_slots_local).
+ * call may proceed.  Slots are the store's only (rl_slots_local).  A call
+ * with a priority takes a slot only if its headroom stays free (shed.c),
+ * waiting or not.
  */
 bool
 rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
@@ -93,10 +96,12 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 	RlReceipt	receipt;
 	RlOutcome	out;
 	RlSlotResult r;
+	RlRequest	shed;
 	bool		shadowed;
 	int64		now;
 
 	rl_slots_local(req);
+	req = rl_shed_request(req, &shed);	/* a priority's headroom */
 	memset(&out, 0, sizeof(out));
 	if (req->shadow)
 		max_wait = 0;			/* a dry run never waits */

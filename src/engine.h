@@ -80,6 +80,15 @@ typedef struct RlExtraLimit
 /* blocked_until of a block without an end */
 #define RL_BLOCKED_FOREVER	PG_INT64_MAX
 
+/*
+ * A call's priority (load shedding, shed.c): the share of its policy's
+ * reserve it must leave free.  A call without one is never shed.
+ */
+#define RL_PRIORITY_NONE		0
+#define RL_PRIORITY_CRITICAL	1	/* none of the reserve */
+#define RL_PRIORITY_NORMAL		2	/* half of it */
+#define RL_PRIORITY_SHEDDABLE	3	/* all of it */
+
 /* One rate-limit request, checked. */
 typedef struct RlRequest
 {
@@ -105,6 +114,9 @@ typedef struct RlRequest
 	int			nlimits;		/* the policy's other limits (the policy
 								 * cache's), decided with this one */
 	const RlExtraLimit *limits;
+	uint8		priority;		/* RL_PRIORITY_* */
+	int32		reserve;		/* the share of each limit's capacity kept
+								 * for higher priorities, in millionths */
 	struct RlStatsHandle *stats;	/* where its decisions are counted, found
 									 * once (a policy's); NULL: by identity */
 } RlRequest;

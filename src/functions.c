@@ -31,6 +31,7 @@
 #include "dispatch.h"
 #include "policy.h"
 #include "policy_limit.h"
+#include "shed.h"
 
 /* argument positions shared by rl_allow and rl_check */
 enum
@@ -41,16 +42,19 @@ enum
 	ARG_PER,
 	ARG_COST,
 	ARG_BURST,
-	ARG_AT
+	ARG_AT,
+	ARG_PRIORITY,				/* 0.3.0 */
+	ARG_RESERVE					/* 0.3.0 */
 };
 
-/* arguments of the policy forms: (key, policy, at, cost) */
+/* arguments of the policy forms: (key, policy, at, cost, priority) */
 enum
 {
 	PARG_KEY,
 	PARG_POLICY,
 	PARG_AT,
-	PARG_COST
+	PARG_COST,
+	PARG_PRIORITY				/* 0.3.0 */
 };
 
 /* no such argument (rl_policy_args) */
@@ -205,6 +209,8 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 
 	if (has_at && !PG_ARGISNULL(ARG_AT))
 		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(ARG_AT));
+	if (has_at)
+		rl_shed_args(fcinfo, ARG_PRIORITY, ARG_RESERVE, req);
 }
 
 /*
@@ -385,7 +391,8 @@ decision_datum(FunctionCallInfo fcinfo, const RlRequest *req,
 }
 
 /*
- * rl_allow(key, algo, limit, per, cost, burst, at) returns boolean
+ * rl_allow(key, algo, limit, per, cost, burst, at, priority, reserve)
+ * returns boolean (0.2.0's definition: without the last two)
  */
 Datum
 rl_allow(PG_FUNCTION_ARGS)
@@ -414,7 +421,8 @@ rl_check(PG_FUNCTION_ARGS)
 }
 
 /*
- * rl_allow(key, policy, at, cost) returns boolean
+ * rl_allow(key, policy, at, cost, priority) returns boolean (0.2.0's
+ * definition: without priority)
  */
 Datum
 rl_allow_policy(PG_FUNCTION_ARGS)
@@ -426,12 +434,13 @@ rl_allow_policy(PG_FUNCTION_ARGS)
 	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, PARG_KEY,
 				   PARG_POLICY, PARG_AT, PARG_COST, &req);
 	rl_algo_check_use(req.algo, false, req.policy);
+	rl_shed_args(fcinfo, PARG_PRIORITY, -1, &req);
 	decide_direct(&req, &d);
 	PG_RETURN_BOOL(d.out.allowed);
 }
 
 /*
- * rl_check(key, policy, at, cost) returns rl_decision
+ * rl_check(key, policy, at, cost, priority) returns rl_decision
  */
 Datum
 rl_check_policy(PG_FUNCTION_ARGS)
@@ -443,6 +452,7 @@ rl_check_policy(PG_FUNCTION_ARGS)
 	rl_policy_args(fcinfo, &call_site(fcinfo)->policy, buf, PARG_KEY,
 				   PARG_POLICY, PARG_AT, PARG_COST, &req);
 	rl_algo_check_use(req.algo, false, req.policy);
+	rl_shed_args(fcinfo, PARG_PRIORITY, -1, &req);
 	decide_direct(&req, &d);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }

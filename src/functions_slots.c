@@ -18,6 +18,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy.h"
+#include "shed.h"
 
 PG_FUNCTION_INFO_V1(rl_acquire);
 PG_FUNCTION_INFO_V1(rl_acquire_policy);
@@ -67,9 +68,11 @@ acquire_args(FunctionCallInfo fcinfo, const RlRequest *req)
 
 /*
  * rl_acquire(key, max_in_flight, hold DEFAULT 'transaction', max_wait
- * DEFAULT '0') returns boolean: take a slot of the key, held until the
- * transaction ends ('transaction') or the session does ('session'), or
- * until rl_release; wait for one at most max_wait.
+ * DEFAULT '0', priority DEFAULT NULL, reserve DEFAULT NULL) returns
+ * boolean: take a slot of the key, held until the transaction ends
+ * ('transaction') or the session does ('session'), or until rl_release;
+ * wait for one at most max_wait; leave the priority's share of the
+ * reserve free (shed.c).
  */
 Datum
 rl_acquire(PG_FUNCTION_ARGS)
@@ -81,13 +84,15 @@ rl_acquire(PG_FUNCTION_ARGS)
 	req.params.limit = PG_GETARG_INT64(1);
 	rl_arg_positive(req.params.limit, "max_in_flight");
 	req.params.burst = req.params.limit;
+	rl_shed_args(fcinfo, 4, 5, &req);
 	PG_RETURN_BOOL(acquire_args(fcinfo, &req));
 }
 
 /*
  * rl_acquire(key, policy, hold DEFAULT 'transaction', max_wait DEFAULT
- * '0') returns boolean: the same under a policy of algorithm concurrency
- * (its limit, backend, fail_mode; a shadow policy admits when full).
+ * '0', priority DEFAULT NULL) returns boolean: the same under a policy of
+ * algorithm concurrency (its limit, reserve, backend, fail_mode; a shadow
+ * policy admits when full).
  */
 Datum
 rl_acquire_policy(PG_FUNCTION_ARGS)
@@ -96,6 +101,7 @@ rl_acquire_policy(PG_FUNCTION_ARGS)
 
 	rl_policy_args(fcinfo, NULL, NULL, 0, 1, -1, -1, &req);
 	rl_algo_check_use(req.algo, true, req.policy);
+	rl_shed_args(fcinfo, 4, -1, &req);
 	PG_RETURN_BOOL(acquire_args(fcinfo, &req));
 }
 

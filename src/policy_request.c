@@ -55,6 +55,7 @@ rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
 	req->block_duration = pol->block_duration;
 	req->nlimits = pol->nlimits;
 	req->limits = pol->limits;
+	req->reserve = pol->reserve;
 	if (unlikely(pol->overrides != NULL))
 		rl_override_apply(pol, key, keylen, req);
 }

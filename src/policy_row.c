@@ -27,6 +27,7 @@
 #include "args.h"
 #include "dispatch.h"
 #include "policy_row.h"
+#include "shed.h"
 
 /* the columns of rl_policy a policy is made of */
 typedef enum RlPolicyColumn
@@ -44,6 +45,7 @@ typedef enum RlPolicyColumn
 	PCOL_PERIOD_ANCHOR,			/* optional: 0.3.0 */
 	PCOL_BLOCK_DURATION,
 	PCOL_DURABLE,
+	PCOL_RESERVE,				/* optional: 0.3.0 */
 	PCOL_COUNT
 } RlPolicyColumn;
 
@@ -71,6 +73,7 @@ static const struct
 	[PCOL_PERIOD_ANCHOR] = {"period_anchor", TIMESTAMPTZOID, true},
 	[PCOL_BLOCK_DURATION] = {"block_duration", INTERVALOID, true},
 	[PCOL_DURABLE] = {"durable", BOOLOID, true},
+	[PCOL_RESERVE] = {"reserve", FLOAT8OID, true},
 };
 
 StaticAssertDecl(PCOL_COUNT == RL_POLICY_COLUMNS,
@@ -230,6 +233,7 @@ rl_policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 	rl_policy_period(pol, pol->anchor, &pol->params);
 	pol->params.cost = DatumGetInt64(values[PCOL_COST]);
 	rl_arg_cost(pol->params.cost);
+	pol->params.headroom = 0;	/* a call's priority sets it (shed.c) */
 	if (!nulls[PCOL_BURST])
 		pol->params.burst = DatumGetInt64(values[PCOL_BURST]);
 	rl_params_check(pol->algo, &pol->params, !nulls[PCOL_BURST]);
@@ -249,6 +253,8 @@ rl_policy_from_row(HeapTuple tuple, TupleDesc desc, const RlPolicyAttnos *cols,
 	pol->durable = !nulls[PCOL_DURABLE] && DatumGetBool(values[PCOL_DURABLE]);
 	if (pol->durable)
 		policy_durable_check(pol);
+	pol->reserve = nulls[PCOL_RESERVE] ? 0 :
+		rl_shed_reserve(DatumGetFloat8(values[PCOL_RESERVE]), "reserve");
 }
 
 /*

@@ -40,10 +40,12 @@ typedef struct RlPolicy
 								 * NULL when it has none */
 	RlStatsHandle stats;		/* its decisions' counters, found once */
 	bool		durable;		/* logged in WAL (store_wal.c) */
+	int32		reserve;		/* share of each limit kept for higher
+								 * priorities, in millionths (shed.c) */
 } RlPolicy;
 
 /* the columns of rl_policy a policy is read from (policy_row.c) */
-#define RL_POLICY_COLUMNS	13
+#define RL_POLICY_COLUMNS	14
 
 /* where each column is in a descriptor of the table (or of a query) */
 typedef struct RlPolicyAttnos

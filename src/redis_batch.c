@@ -192,7 +192,8 @@ local_outcome(const RlRequest *req, RlLease *l, bool allowed, int64 now,
  * ask Redis for a lease of *lease_cost units (the call's cost included),
  * then call rl_batch_leased.  RL_BATCH_EXACT: decide exactly, then call
  * rl_batch_exact.  RL_BATCH_NONE: the call is never batched; decide it
- * exactly.
+ * exactly (a call with a priority's headroom too: a lease would admit it
+ * without looking at what is left for others).
  */
 RlBatchStep
 rl_batch_begin(const RlRequest *req, int64 now, RlOutcome *out,
@@ -203,7 +204,7 @@ rl_batch_begin(const RlRequest *req, int64 now, RlOutcome *out,
 	bool		found;
 
 	if (req->at != RL_NO_TIME || req->params.cost == 0 ||
-		req->params.cost > rl_redis_batch ||
+		req->params.cost > rl_redis_batch || req->params.headroom > 0 ||
 		rl_algo(req->algo)->lease_end == NULL)
 		return RL_BATCH_NONE;
 

@@ -208,14 +208,16 @@ typedef struct RlRedisScript
 typedef struct RlScriptArgs
 {
 	char		num[10][24];	/* at, limit, per, cost, burst, for a
-								 * refund the incarnation, then a calendar
-								 * period's four bounds */
+								 * refund the incarnation (a decision's
+								 * headroom), then a calendar period's
+								 * four bounds */
 	const char *argv[11];		/* at ... burst, the TTL slack, the
-								 * incarnation ('' for a decision with
-								 * bounds; a charge's direction), the
+								 * incarnation (a decision's headroom, ''
+								 * for none; a charge's direction), the
 								 * bounds */
 	size_t		len[11];
-	int			argc;			/* 6, 7 for a refund, 11 with bounds */
+	int			argc;			/* 6, 7 for a refund or a headroom, 11
+								 * with bounds */
 	char		nargs[4];		/* argc, in decimal (the all script) */
 } RlScriptArgs;
 

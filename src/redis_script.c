@@ -235,7 +235,8 @@ script_bounds(const RlRequest *req, const RlParams *p, const RlReceipt *r,
  * not NULL), "at" is the refunded call's time and the incarnation follows;
  * otherwise "at" is the request's own time: its explicit "at", the
  * PostgreSQL clock with ratelimit.redis_clock = client, or '' for Redis's
- * TIME.
+ * TIME, and the headroom follows when there is one (or a calendar
+ * period's bounds come after it: '' for none).
  */
 void
 rl_redis_script_args(const RlRequest *req, const RlParams *p,
@@ -261,9 +262,11 @@ rl_redis_script_args(const RlRequest *req, const RlParams *p,
 	a->argc = 6;
 	if (r != NULL)
 		snprintf(a->num[5], 24, UINT64_FORMAT, r->incarnation);
+	else if (p->headroom > 0)
+		snprintf(a->num[5], 24, INT64_FORMAT, p->headroom);
 	else
 		a->num[5][0] = '\0';
-	if (r != NULL || rl_period_is_calendar(&p->period))
+	if (r != NULL || p->headroom > 0 || rl_period_is_calendar(&p->period))
 		a->argv[a->argc++] = a->num[5];
 	if (rl_period_is_calendar(&p->period))
 		script_bounds(req, p, r, a);

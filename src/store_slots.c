@@ -181,7 +181,8 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	}
 
 	me->ticket = rl_slots_enqueue(&e->st.slots);
-	me->limit = req->params.limit;
+	/* a waiter with a headroom is served while that many more stay free */
+	me->limit = req->params.limit - req->params.headroom;
 	me->incarnation = e->incarnation;
 	me->granted = false;
 	me->entry = entry_index(e);

@@ -6,23 +6,26 @@
  *	CREATE TRIGGER orders_quota BEFORE INSERT ON orders FOR EACH ROW
  *		EXECUTE FUNCTION rl_enforce('orders_per_tenant', 'tenant_id'
  *									[, 'more_key_columns' ...]
- *									[, 'cost=<expression over the row>']);
+ *									[, 'cost=<expression over the row>']
+ *									[, 'priority=<expression>']);
  *
  * Each row (NEW for INSERT and UPDATE, OLD for DELETE) is one call under
  * the policy, keyed by the named columns' values joined with ':' (a NULL
  * contributes an empty part), each written in its type's canonical text,
  * the same in every session (trigger_key.c), costing the policy's cost or
- * the expression's value.  A denied row raises SQLSTATE PT429 with the key, the
+ * the expression's value, with the priority expression's priority (load
+ * shedding, shed.c) if it has one.  A denied row raises SQLSTATE PT429 with the key, the
  * limit and the retry-after in the detail and hint (PostgREST answers
  * PT429 with HTTP 429).  What an admitted row consumed is given back if its
  * (sub)transaction aborts.
  *
  * Arguments.  An argument is the cost expression if it reads "cost", blanks,
- * "=", in any case ("cost=n", "COST = n"); otherwise it names a key column:
- * the column of exactly that name, else the only one whose name differs
- * from it in case alone.  What could be read two ways is refused: two cost
- * arguments, an argument of the cost form that also names a column, a name
- * matching several columns in case alone.  Every error names the trigger
+ * "=", in any case ("cost=n", "COST = n"), the priority expression likewise
+ * with "priority" (trigger_cost.c); otherwise it names a key column: the
+ * column of exactly that name, else the only one whose name differs from
+ * it in case alone.  What could be read two ways is refused: two cost (or
+ * priority) arguments, an argument of such a form that also names a
+ * column, a name matching several columns in case alone.  Every error names the trigger
  * and the table, in its message or (for errors of PostgreSQL's parser,
  * executor and the functions the expression calls) in its context.
  *
@@ -84,7 +87,7 @@
 #define ERRCODE_RL_QUOTA_EXCEEDED	MAKE_SQLSTATE('P','T','4','2','9')
 
 #define USAGE_HINT \
-	"Use rl_enforce('policy', 'column' [, ...] [, 'cost=expression'])."
+	"Use rl_enforce('policy', 'column' [, ...] [, 'cost=expression'] [, 'priority=expression'])."
 
 /*
  * What a trigger resolved once, valid until its table or the trigger
@@ -99,7 +102,7 @@ typedef struct RlTriggerInfo
 	Oid			relid;
 	bool		valid;			/* false once the table or trigger changed */
 	int			use_count;		/* rl_enforce calls using it right now */
-	bool		runs_sql;		/* a row may run SQL: its cost expression,
+	bool		runs_sql;		/* a row may run SQL: its expressions,
 								 * or an output function of a key column */
 	struct RlTriggerInfo *next_retired; /* in the retired list */
 	MemoryContext cxt;
@@ -108,8 +111,9 @@ typedef struct RlTriggerInfo
 	RlPolicyRef policy_ref;		/* the policy it found */
 	int			nkeys;
 	RlKeyColumn *keys;			/* the key columns, in argument order */
-	char	   *cost_expr;		/* after "cost =", trimmed; or NULL */
-	SPIPlanPtr	cost_plan;		/* kept; NULL without a cost expression */
+	char	   *exprs[RL_NUM_EXPRS];	/* after "cost =" (RL_EXPR_COST) or
+									 * "priority =", trimmed; or NULL */
+	SPIPlanPtr	plans[RL_NUM_EXPRS];	/* kept; NULL without the expression */
 	RlTypeDeps	deps;			/* the types the columns are made of */
 } RlTriggerInfo;
 
@@ -212,8 +216,8 @@ trigger_error_callback(void *arg)
 		case COST_RUN:
 			break;
 	}
-	errcontext("cost expression of quota trigger \"%s\" on table \"%s\"",
-			   tgname, relname);
+	errcontext("%s expression of quota trigger \"%s\" on table \"%s\"",
+			   rl_row_expr_name(call->expr), tgname, relname);
 }
 
 /*
@@ -269,8 +273,11 @@ trigger_type_inval(Datum arg, int cacheid, uint32 hashvalue)
 static void
 trigger_info_free(RlTriggerInfo *info)
 {
-	if (info->cost_plan != NULL)
-		SPI_freeplan(info->cost_plan);
+	int			i;
+
+	for (i = 0; i < RL_NUM_EXPRS; i++)
+		if (info->plans[i] != NULL)
+			SPI_freeplan(info->plans[i]);
 	MemoryContextDelete(info->cxt);
 }
 
@@ -360,14 +367,14 @@ column_named(RlTriggerCall *call, const char *name)
 
 /*
  * Read the trigger's arguments into info (allocating in the current
- * memory context): the policy, the key columns and the cost expression.
+ * memory context): the policy, the key columns and the expressions.
  */
 static void
 trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 {
 	Trigger    *tg = call->tg;
 	const char *relname = RelationGetRelationName(call->rel);
-	int			cost_arg = 0;
+	int			expr_arg[RL_NUM_EXPRS] = {0};
 	int			i;
 
 	if (tg->tgnargs < 2)
@@ -382,7 +389,9 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 	for (i = 1; i < tg->tgnargs; i++)
 	{
 		const char *arg = tg->tgargs[i];
-		char	   *expr = rl_cost_argument(arg);
+		RlRowExpr	which = RL_EXPR_COST;
+		char	   *expr = rl_cost_argument(arg, &which);
+		const char *name = rl_row_expr_name(which);
 		AttrNumber	attnum = column_named(call, arg);
 
 		if (expr == NULL)
@@ -402,28 +411,29 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 		if (attnum != InvalidAttrNumber)
 			ereport(ERROR,
 					(errcode(ERRCODE_AMBIGUOUS_COLUMN),
-					 errmsg("argument \"%s\" of trigger \"%s\" could be column \"%s\" of table \"%s\" or a cost expression",
+					 errmsg("argument \"%s\" of trigger \"%s\" could be column \"%s\" of table \"%s\" or a %s expression",
 							arg, tg->tgname,
 							NameStr(TupleDescAttr(RelationGetDescr(call->rel),
 												  attnum - 1)->attname),
-							relname),
+							relname, name),
 					 errhint("Rename the column, or write the expression so that it differs from the column's name.")));
-		if (cost_arg > 0)
+		if (expr_arg[which] > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("trigger \"%s\" on table \"%s\" has more than one cost expression",
-							tg->tgname, relname),
-					 errdetail("Both \"%s\" and \"%s\" are of the form \"cost=expression\".",
-							   tg->tgargs[cost_arg], arg),
+					 errmsg("trigger \"%s\" on table \"%s\" has more than one %s expression",
+							tg->tgname, relname, name),
+					 errdetail("Both \"%s\" and \"%s\" are of the form \"%s=expression\".",
+							   tg->tgargs[expr_arg[which]], arg, name),
 					 errhint(USAGE_HINT)));
 		if (expr[0] == '\0')
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("cost expression of trigger \"%s\" on table \"%s\" is empty",
-							tg->tgname, relname),
-					 errhint("Write an expression over the row after \"cost=\", or leave the argument out to use the policy's cost.")));
-		info->cost_expr = expr;
-		cost_arg = i;
+					 errmsg("%s expression of trigger \"%s\" on table \"%s\" is empty",
+							name, tg->tgname, relname),
+					 errhint("Write an expression over the row after \"%s=\", or leave the argument out %s.",
+							 name, rl_row_expr_default(which))));
+		info->exprs[which] = expr;
+		expr_arg[which] = i;
 	}
 	if (info->nkeys == 0)
 		ereport(ERROR,
@@ -481,9 +491,15 @@ trigger_info_resolve(RlTriggerCall *call)
 			rl_type_deps_add(&info->deps,
 					 TupleDescAttr(RelationGetDescr(call->rel), i)->atttypid);
 	MemoryContextSwitchTo(old);
-	if (info->cost_expr != NULL)
-		info->cost_plan = rl_cost_prepare(call, info->cost_expr);
-	info->runs_sql = info->cost_plan != NULL;
+	for (i = 0; i < RL_NUM_EXPRS; i++)
+	{
+		if (info->exprs[i] != NULL)
+		{
+			info->plans[i] = rl_cost_prepare(call, (RlRowExpr) i,
+											 info->exprs[i]);
+			info->runs_sql = true;
+		}
+	}
 	for (i = 0; i < info->nkeys; i++)
 		if (info->keys[i].kind == RL_KEY_OTHER)
 			info->runs_sql = true;
@@ -543,7 +559,7 @@ enforce_slot(RlTriggerCall *call, const RlTriggerInfo *info,
 			 const RlPolicy *pol, const RlRequest *req,
 			 const RlKeyBuf *kb)
 {
-	if (info->cost_plan != NULL)
+	if (info->plans[RL_EXPR_COST] != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("trigger \"%s\" on table \"%s\" gives a cost, but policy \"%s\" is a concurrency limit",
@@ -563,8 +579,8 @@ enforce_slot(RlTriggerCall *call, const RlTriggerInfo *info,
 }
 
 /*
- * Decide the row under the trigger's policy; PT429 if denied.  The cost
- * expression runs first: it may run SQL that reads the policies again,
+ * Decide the row under the trigger's policy; PT429 if denied.  The
+ * expressions run first: they may run SQL that reads the policies again,
  * which would free the policy a request points into.
  */
 static void
@@ -576,9 +592,14 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 	RlRequest	req;
 	RlDecision	d;
 	int64		cost = 0;
+	uint8		priority = RL_PRIORITY_NONE;
 
-	if (info->cost_plan != NULL)
-		cost = rl_row_cost(call, info->cost_expr, info->cost_plan, tuple);
+	if (info->plans[RL_EXPR_COST] != NULL)
+		cost = rl_row_cost(call, info->exprs[RL_EXPR_COST],
+						   info->plans[RL_EXPR_COST], tuple);
+	if (info->plans[RL_EXPR_PRIORITY] != NULL)
+		priority = rl_row_priority(call, info->exprs[RL_EXPR_PRIORITY],
+								   info->plans[RL_EXPR_PRIORITY], tuple);
 	rl_key_build(info->keys, info->nkeys, tuple, RelationGetDescr(call->rel),
 				 &kb);
 	if (kb.len > RL_MAX_KEY_LEN)
@@ -594,12 +615,13 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 						RelationGetRelationName(call->rel)),
 				 errhint("Policies are the rows of table rl_policy.")));
 	rl_policy_request_in(pol, kb.data, kb.len, stored, &req);
+	req.priority = priority;
 	if (rl_algo_holds(req.algo))
 	{
 		enforce_slot(call, info, pol, &req, &kb);
 		return;
 	}
-	if (info->cost_plan != NULL)
+	if (info->plans[RL_EXPR_COST] != NULL)
 	{
 		req.params.cost = cost;
 		rl_arg_cost(req.params.cost);
@@ -628,8 +650,9 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 }
 
 /*
- * rl_enforce(policy, key_column [, ...] [, 'cost=expression']): a row
- * trigger, BEFORE or AFTER, for INSERT, UPDATE or DELETE.
+ * rl_enforce(policy, key_column [, ...] [, 'cost=expression']
+ * [, 'priority=expression']): a row trigger, BEFORE or AFTER, for INSERT,
+ * UPDATE or DELETE.
  */
 Datum
 rl_enforce(PG_FUNCTION_ARGS)
@@ -647,6 +670,7 @@ rl_enforce(PG_FUNCTION_ARGS)
 	call.tg = trigdata->tg_trigger;
 	call.rel = trigdata->tg_relation;
 	call.phase = COST_NONE;
+	call.expr = RL_EXPR_COST;
 	call.cost_expr = NULL;
 	errcallback.callback = trigger_error_callback;
 	errcallback.arg = &call;
@@ -663,7 +687,7 @@ rl_enforce(PG_FUNCTION_ARGS)
 	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 		trigdata->tg_newtuple : trigdata->tg_trigtuple;
 	info = trigger_info_get(&call, fcinfo->flinfo);
-	/* a cost expression writing to the table may replace info meanwhile */
+	/* an expression writing to the table may replace info meanwhile */
 	if (!info->runs_sql)
 		enforce_row(&call, info, tuple);
 	else

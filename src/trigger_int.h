@@ -2,8 +2,8 @@
  *
  * trigger_int.h
  *		What the quota trigger's files share (trigger.c, trigger_cost.c):
- *		one rl_enforce call as its error reports see it, and the cost
- *		expression's functions.
+ *		one rl_enforce call as its error reports see it, and the functions
+ *		of its expressions over the row (cost, priority).
  *
  *-------------------------------------------------------------------------
  */
@@ -16,14 +16,22 @@
 #include "utils/relcache.h"
 
 /*
- * The query a cost expression runs in: the row is $1, its columns are in
- * scope by name.  The expression has been parsed alone first, so it is one
- * expression; the newline ends a "--" comment at its end.
+ * The query an expression over the row runs in: the row is $1, its
+ * columns are in scope by name (trigger_cost.c adds the rest, the cast to
+ * the expression's type first).  The expression has been parsed alone
+ * first, so it is one expression.
  */
 #define COST_QUERY_PREFIX	"SELECT ("
-#define COST_QUERY_SUFFIX	"\n)::bigint FROM (SELECT ($1).*) AS row"
 
-/* Where a call is in the cost expression, for its error reports */
+/* The expressions over the row a quota trigger may have */
+typedef enum RlRowExpr
+{
+	RL_EXPR_COST,				/* "cost=": the row's cost (bigint) */
+	RL_EXPR_PRIORITY,			/* "priority=": its priority (text, shed.c) */
+	RL_NUM_EXPRS
+} RlRowExpr;
+
+/* Where a call is in an expression, for its error reports */
 typedef enum RlCostPhase
 {
 	COST_NONE,					/* elsewhere */
@@ -38,12 +46,18 @@ typedef struct RlTriggerCall
 	Trigger    *tg;
 	Relation	rel;
 	RlCostPhase phase;
-	const char *cost_expr;		/* while phase is not COST_NONE */
+	RlRowExpr	expr;			/* while phase is not COST_NONE: which */
+	const char *cost_expr;		/* and its text */
 } RlTriggerCall;
 
-extern char *rl_cost_argument(const char *arg);
-extern SPIPlanPtr rl_cost_prepare(RlTriggerCall *call, const char *expr);
+extern const char *rl_row_expr_name(RlRowExpr which);
+extern const char *rl_row_expr_default(RlRowExpr which);
+extern char *rl_cost_argument(const char *arg, RlRowExpr *which);
+extern SPIPlanPtr rl_cost_prepare(RlTriggerCall *call, RlRowExpr which,
+								  const char *expr);
 extern int64 rl_row_cost(RlTriggerCall *call, const char *expr,
 						 SPIPlanPtr plan, HeapTuple tuple);
+extern uint8 rl_row_priority(RlTriggerCall *call, const char *expr,
+							 SPIPlanPtr plan, HeapTuple tuple);
 
 #endif							/* RL_TRIGGER_INT_H */

@@ -9,8 +9,8 @@
 --
 -- KEYS: the calls' keys, in order.  ARGV: the number of calls, then for
 -- each its algorithm's code, its number of keys, 1 if it is a shadow (else
--- 0), its number of arguments and its arguments (see the prelude: six, or
--- eleven with a calendar period's bounds).  The reply is each call's
+-- 0), its number of arguments and its arguments (see the prelude: six,
+-- seven with a headroom, or eleven with a calendar period's bounds).  The reply is each call's
 -- reply.
 local calls, ki, ai, now = {}, 1, 2, nil
 for i = 1, tonumber(ARGV[1]) do
@@ -42,7 +42,7 @@ if not all then
       for j = 8, #c.args do args[j] = c.args[j] end
       use(c.keys, args)
       refund[c.algo]()
-      args[4] = '0'
+      args[4], args[7] = '0', c.args[7]
       use(c.keys, args)
       replies[i] = decide[c.algo]()
     end

@@ -7,7 +7,7 @@ local t = clock(v and num(v[1]))
 local start, stop = state_window(v, t)
 local cur = 0
 if v and cmp(num(v[2]), start) == 0 then cur = num(v[3]) end
-local allowed = cmp(add(cur, C), L) <= 0
+local allowed = cmp(add(add(cur, C), headroom()), L) <= 0
 if allowed then cur = add(cur, C) end
 local fields = {'s', str(start), 'c', str(cur)}
 if A[8] then fields[5], fields[6] = 'e', str(stop) end

@@ -10,8 +10,9 @@
 --   KEYS[1]  the state hash; KEYS[2] (sliding_window_log) the entry list
 --   ARGV     at ('' = Redis TIME), limit, per, cost, burst, TTL slack (ms),
 --            and for a refund the incarnation the refunded call consumed
---            from (ARGV[1] is then the refunded call's time; '' for a
---            decision; for a charge '+' (take) or '-' (give back)), then
+--            from (ARGV[1] is then the refunded call's time; for a
+--            decision its headroom, '' or absent for none (headroom(),
+--            below); for a charge '+' (take) or '-' (give back)), then
 --            for a calendar period (fixed_window) four bounds (window(),
 --            below)
 --
@@ -249,6 +250,15 @@ local function state(...)
     if not v[i] then I = nil; return nil end
   end
   return v
+end
+
+-- A decision's headroom (load shedding, src/shed.c): units that must stay
+-- free after the call for it to be admitted; it is decided as if it cost
+-- C plus that, and charged C.  Only decisions read ARGV[7] so.
+local function headroom()
+  local h = A[7]
+  if not h or h == '' then return 0 end
+  return num(h)
 end
 
 -- For a refund: is v the state of the incarnation the refunded call

@@ -12,18 +12,20 @@ if v then
     cur = 0
   end
 end
-local cap, cw, left = mul(L, W), mul(C, W), sub(W, sub(t, start))
+-- decided for the cost plus the headroom (N), counting the cost
+local N = add(C, headroom())
+local cap, left = mul(L, W), sub(W, sub(t, start))
 local used = add(mul(prev, left), mul(cur, W))
-local allowed = cmp(add(used, cw), cap) <= 0
+local allowed = cmp(add(used, mul(N, W)), cap) <= 0
 local rn, rd = 0, 1
 if allowed then
-  cur, used = add(cur, C), add(used, cw)
-elseif cmp(add(cur, C), L) <= 0 then
-  -- W - (L - cur - c) * W / prev - e
-  rn, rd = sub(mul(left, prev), mul(sub(L, add(cur, C)), W)), prev
+  cur, used = add(cur, C), add(used, mul(C, W))
+elseif cmp(add(cur, N), L) <= 0 then
+  -- W - (L - cur - n) * W / prev - e
+  rn, rd = sub(mul(left, prev), mul(sub(L, add(cur, N)), W)), prev
 else
-  -- (W - e) + W - (L - c) * W / cur
-  rn, rd = add(mul(left, cur), mul(sub(add(cur, C), L), W)), cur
+  -- (W - e) + W - (L - n) * W / cur
+  rn, rd = add(mul(left, cur), mul(sub(add(cur, N), L), W)), cur
 end
 local reset = t
 if cmp(cur, 0) > 0 then reset = add(start, mul(2, W))

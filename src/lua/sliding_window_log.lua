@@ -5,7 +5,8 @@ local G = K[2]
 local v = state('n')
 local t = clock(v and num(v[1]))
 local sum = log_expire(G, v, t)
-local allowed = cmp(add(sum, C), L) <= 0
+local N = add(C, headroom())  -- decided for the cost plus the headroom
+local allowed = cmp(add(sum, N), L) <= 0
 if allowed and cmp(C, 0) > 0 then
   local e = redis.call('LINDEX', G, -1)
   local et, ec
@@ -23,7 +24,7 @@ if not allowed then
   for _, e in ipairs(redis.call('LRANGE', G, 0, -1)) do
     local et, ec = entry(e)
     newer = sub(newer, ec)
-    if cmp(add(newer, C), L) <= 0 then rn = sub(add(et, W), t); break end
+    if cmp(add(newer, N), L) <= 0 then rn = sub(add(et, W), t); break end
   end
 end
 local reset = t
