@@ -14,9 +14,9 @@
  * contributes an empty part), each written in its type's canonical text,
  * the same in every session (trigger_key.c), costing the policy's cost or
  * the expression's value, with the priority expression's priority (load
- * shedding, shed.c) if it has one.  A denied row raises SQLSTATE PT429 with the key, the
- * limit and the retry-after in the detail and hint (PostgREST answers
- * PT429 with HTTP 429).  What an admitted row consumed is given back if its
+ * shedding, shed.c) if it has one.  A denied row raises SQLSTATE PT429
+ * with the key, the limit and the retry-after in the detail and hint
+ * (PostgREST answers PT429 with HTTP 429).  What an admitted row consumed is given back if its
  * (sub)transaction aborts.
  *
  * Arguments.  An argument is the cost expression if it reads "cost", blanks,
@@ -113,7 +113,8 @@ typedef struct RlTriggerInfo
 	RlKeyColumn *keys;			/* the key columns, in argument order */
 	char	   *exprs[RL_NUM_EXPRS];	/* after "cost =" (RL_EXPR_COST) or
 									 * "priority =", trimmed; or NULL */
-	SPIPlanPtr	plans[RL_NUM_EXPRS];	/* kept; NULL without the expression */
+	SPIPlanPtr	plans[RL_NUM_EXPRS];	/* kept; NULL without the
+										 * expression */
 	RlTypeDeps	deps;			/* the types the columns are made of */
 } RlTriggerInfo;
 

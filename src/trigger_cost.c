@@ -22,7 +22,7 @@
 #include "shed.h"
 #include "trigger_int.h"
 
-/* each expression's name (its argument's form), type, and what its absence means */
+/* each expression's name (its argument's form), type, what its absence means */
 static const struct
 {
 	const char *name;

@@ -198,6 +198,15 @@ RlModel::run_conformance(
 	tag       => 'shm',
 	calendar  => 1,
 	$ENV{RL_ALGOS} ? (algos => [ split /,/, $ENV{RL_ALGOS} ]) : ());
+# load shedding: half of the calls with a random priority and reserve
+RlModel::run_conformance(
+	$node,
+	seed       => $seed,
+	sequences  => 1,
+	calls      => $ncall,
+	tag        => 'shm-priority',
+	priorities => 1,
+	$ENV{RL_ALGOS} ? (algos => [ split /,/, $ENV{RL_ALGOS} ]) : ());
 
 # every call was decided by the algorithms, none by ratelimit.fail_mode
 is($node->safe_psql('postgres', 'SELECT refused FROM rl_store_info()'),

@@ -40,6 +40,15 @@ RlModel::run_conformance(
 	calls     => $ncall,
 	tag       => 'redis',
 	calendar  => 1);
+# load shedding: half of the calls with a random priority and reserve
+# (the headroom is the scripts' ARGV[7])
+RlModel::run_conformance(
+	$node,
+	seed       => $seed,
+	sequences  => 1,
+	calls      => $ncall,
+	tag        => 'redis-priority',
+	priorities => 1);
 
 # Nothing may have been decided by fail_mode: a failure would have been
 # counted.

@@ -1,7 +1,7 @@
 # Differential test of the two backends at the edges of the ranges: random
 # call sequences with limits and bursts up to 2^63 - 1, windows up to 100
-# years, times from 1898 to 36000 years ahead, costs up to the capacity and
-# parameter changes, each call made once on the local backend and once on
+# years, times from 1898 to 36000 years ahead, costs up to the capacity,
+# priorities under reserves (headrooms up to 2^63) and parameter changes, each call made once on the local backend and once on
 # Redis.  Every output field must be identical, to the last bit of the
 # doubles: the scripts' exact arithmetic against the C algorithms' 128-bit
 # integers.  RL_SEED replays a run.
@@ -123,11 +123,19 @@ for my $algo (qw(fixed_window sliding_window_log sliding_window_counter
 		$t = Math::BigInt->new(p2(60)) if $t > p2(60);
 		$s->{t} = $t->bstr;
 
+		# a third of the calls with a priority under a reserve (load
+		# shedding: a headroom up to the capacity less the cost)
+		my $shed =
+		  rand() < 0.33
+		  ? sprintf(", priority => '%s', reserve => %s",
+			(qw(critical normal sheddable))[ int(rand(3)) ],
+			(qw(0.2 0.5 0.999999 0.000001 0.123457))[ int(rand(5)) ])
+		  : '';
 		my $args = sprintf(
-			"'%s', '%s', %s, per => interval '%s microseconds', cost => %s%s, at => %s",
+			"'%s', '%s', %s, per => interval '%s microseconds', cost => %s%s, at => %s%s",
 			"$k", $algo, $s->{L}, $s->{W}, $c,
 			defined $s->{B} ? ", burst => $s->{B}" : '',
-			ts($s->{t}));
+			ts($s->{t}), $shed);
 		push @described, "$algo: rl_check($args)";
 		for my $backend (qw(local redis))
 		{

@@ -126,20 +126,22 @@ sub new
 
 =pod
 
-=head2 $m->check($algo, $key, $L, $W_us, $c, $B_or_undef, $t_us [, $period])
+=head2 $m->check($algo, $key, $L, $W_us, $c, $B_or_undef, $t_us [, $period [, $shed]])
 
 Decide one call like C<rl_check> and return a hashref: allowed (0/1), limit,
 remaining (integer), retry_after and delay (seconds: 0 or an exact
 Math::BigRat), reset_at (integer Unix microseconds), and t (the clamped time
 the decision used).
 Croaks on arguments the server must reject.  $period (fixed_window
-only) makes the windows calendar periods: see C<period_bounds>.
+only) makes the windows calendar periods: see C<period_bounds>.  $shed
+({ priority => 'critical' | 'normal' | 'sheddable', reserve => millionths })
+is a call's priority under a reserve: see C<headroom>.
 
 =cut
 
 sub check
 {
-	my ($self, $algo, $key, $L, $W, $c, $B, $t, $period) = @_;
+	my ($self, $algo, $key, $L, $W, $c, $B, $t, $period, $shed) = @_;
 
 	croak "unknown algorithm \"$algo\"" unless exists $IMPL{$algo};
 	for my $n ($L, $W, $c, $B, $t)
@@ -155,6 +157,7 @@ sub check
 	$B //= $L if $HAS_BURST{$algo};
 	my $cap = $HAS_BURST{$algo} ? $B : $L;
 	croak "cost $c can never fit in $cap" if $c > $cap;
+	my $h = headroom($cap, $c, $shed);
 
 	# State identity is (algo, key); time never runs backwards for a key.
 	# A look-only call on a key without state leaves none (see above).
@@ -175,6 +178,7 @@ sub check
 			L       => $L,
 			W       => $W,
 			c       => $c,
+			h       => $h,
 			B       => $B,
 			t       => $t,
 			elapsed => $elapsed,
@@ -182,7 +186,8 @@ sub check
 			period  => $period
 		});
 
-	my $remaining = _floor($r->{remaining});
+	# what remains for the caller: the units above its headroom
+	my $remaining = _floor($r->{remaining}) - $h;
 	return {
 		allowed     => $r->{allowed} ? 1 : 0,
 		limit       => $L,
@@ -192,6 +197,30 @@ sub check
 		delay       => _seconds($r->{delay}),
 		t           => $t,
 	};
+}
+
+=pod
+
+=head2 RlModel::headroom($capacity, $c, $shed)
+
+Load shedding (docs/quotas.md): the units a call with priority and reserve
+$shed must leave free, decided as if it cost $c plus them and charged $c.
+A sheddable call keeps the whole reserve, a normal one half of it (in
+millionths, rounded down), a critical one or one without a priority none:
+floor(capacity * share / 10^6), at most capacity - $c.
+
+=cut
+
+sub headroom
+{
+	my ($cap, $c, $shed) = @_;
+	return 0 unless $shed && $shed->{priority};
+	my $share =
+	    $shed->{priority} eq 'sheddable' ? $shed->{reserve}
+	  : $shed->{priority} eq 'normal'    ? _floordiv($shed->{reserve}, 2)
+	  :                                    0;
+	my $h = _floordiv(_iv($cap) * $share, 1_000_000);
+	return _max(0, _min($h, $cap - $c));
 }
 
 =pod
@@ -225,7 +254,7 @@ sub adjust
 	if ($algo eq 'fixed_window' || $algo eq 'sliding_window_counter')
 	{
 		# the window's roll, as a look makes it, then the current count
-		$IMPL{$algo}->($s, { L => $L, W => $W, c => 0, B => $B, t => $t,
+		$IMPL{$algo}->($s, { L => $L, W => $W, c => 0, h => 0, B => $B, t => $t,
 				elapsed => $elapsed, fresh => $fresh });
 		my $f = $algo eq 'fixed_window' ? 'count' : 'cur';
 		$s->{$f} = _max(0, $s->{$f} + $delta);
@@ -294,7 +323,7 @@ sub _seconds
 sub _fixed_window
 {
 	my ($s, $p) = @_;
-	my ($L, $W, $c, $t) = @$p{qw(L W c t)};
+	my ($L, $W, $c, $h, $t) = @$p{qw(L W c h t)};
 	my ($start, $end) =
 	  $p->{period}
 	  ? period_bounds($p->{period}, $t)
@@ -305,7 +334,7 @@ sub _fixed_window
 		$s->{start} = $start;
 		$s->{count} = 0;
 	}
-	my $allowed = $s->{count} + $c <= $L;
+	my $allowed = $s->{count} + $c + $h <= $L;
 	$s->{count} += $c if $allowed;
 	return {
 		allowed   => $allowed,
@@ -442,14 +471,14 @@ sub period_bounds
 sub _sliding_window_log
 {
 	my ($s, $p) = @_;
-	my ($L, $W, $c, $t) = @$p{qw(L W c t)};
+	my ($L, $W, $c, $h, $t) = @$p{qw(L W c h t)};
 	my $log = $s->{log} //= [];
 
 	shift @$log while @$log && !($log->[0][0] > $t - $W);
 	my $sum = 0;
 	$sum += $_->[1] for @$log;
 
-	my $allowed = $sum + $c <= $L;
+	my $allowed = $sum + $c + $h <= $L;
 	my $retry   = 0;
 	if ($allowed)
 	{
@@ -462,12 +491,12 @@ sub _sliding_window_log
 	}
 	else
 	{
-		# the oldest live entry j with (sum of entries newer than j) + c <= L
+		# the oldest live entry j with (sum of entries newer than j) + c + h <= L
 		my $newer = $sum;
 		for my $e (@$log)
 		{
 			$newer -= $e->[1];
-			if ($newer + $c <= $L)
+			if ($newer + $c + $h <= $L)
 			{
 				$retry = $e->[0] + $W - $t;
 				last;
@@ -487,7 +516,8 @@ sub _sliding_window_log
 sub _sliding_window_counter
 {
 	my ($s, $p) = @_;
-	my ($L, $W, $c, $t) = @$p{qw(L W c t)};
+	my ($L, $W, $c, $h, $t) = @$p{qw(L W c h t)};
+	my $n = $c + $h;    # decided for the cost and the headroom
 	my $w = _floordiv($t, $W);
 	my $e = $t - $w * $W;
 
@@ -506,22 +536,22 @@ sub _sliding_window_counter
 	my ($prev, $cur) = @$s{qw(prev cur)};
 
 	my $estimate = _rat($prev) * ($W - $e) / $W + $cur;
-	my $allowed  = $estimate + $c <= $L;
+	my $allowed  = $estimate + $n <= $L;
 	my $retry    = 0;
 	if ($allowed)
 	{
 		$s->{cur} = $cur += $c;
 		$estimate += $c;
 	}
-	elsif ($cur + $c <= $L)
+	elsif ($cur + $n <= $L)
 	{
 		# prev's weight fades enough inside this window
-		$retry = _rat($W) - _rat($L - $cur - $c) * $W / $prev - $e;
+		$retry = _rat($W) - _rat($L - $cur - $n) * $W / $prev - $e;
 	}
 	else
 	{
 		# in the next window cur becomes prev
-		my $more = _rat($W) - _rat($L - $c) * $W / $cur;
+		my $more = _rat($W) - _rat($L - $n) * $W / $cur;
 		$more = _rat(0) if $more < 0;
 		$retry = _rat($W - $e) + $more;
 	}
@@ -539,16 +569,16 @@ sub _sliding_window_counter
 sub _token_bucket
 {
 	my ($s, $p) = @_;
-	my ($L, $W, $c, $B, $t) = @$p{qw(L W c B t)};
+	my ($L, $W, $c, $h, $B, $t) = @$p{qw(L W c h B t)};
 
 	my $tokens =
 	  $p->{fresh}
 	  ? _rat($B)
 	  : _min(_rat($B), $s->{tokens} + _rat($p->{elapsed}) * $L / $W);
-	my $allowed = $tokens >= $c;
+	my $allowed = $tokens >= $c + $h;
 	my $retry   = 0;
 	if   ($allowed) { $tokens -= $c; }
-	else            { $retry = ($c - $tokens) * $W / $L; }
+	else            { $retry = ($c + $h - $tokens) * $W / $L; }
 	$s->{tokens} = $tokens;
 	return {
 		allowed   => $allowed,
@@ -563,13 +593,13 @@ sub _token_bucket
 sub _leaky_bucket
 {
 	my ($s, $p) = @_;
-	my ($L, $W, $c, $B, $t) = @$p{qw(L W c B t)};
+	my ($L, $W, $c, $h, $B, $t) = @$p{qw(L W c h B t)};
 
 	my $level =
 	  $p->{fresh}
 	  ? _rat(0)
 	  : _max(_rat(0), $s->{level} - _rat($p->{elapsed}) * $L / $W);
-	my $allowed = $level + $c <= $B;
+	my $allowed = $level + $c + $h <= $B;
 	my ($retry, $delay) = (0, 0);
 	if ($allowed)
 	{
@@ -578,7 +608,7 @@ sub _leaky_bucket
 	}
 	else
 	{
-		$retry = ($level + $c - $B) * $W / $L;
+		$retry = ($level + $c + $h - $B) * $W / $L;
 	}
 	$s->{level} = $level;
 	return {
@@ -698,6 +728,23 @@ sub _random_burst
 	return 1 + int(rand(3 * $L + 2));
 }
 
+# a priority and a reserve for a call (RlModel::headroom), or undef: half
+# of the calls have none; reserves as SQL writes them and in millionths
+my @RESERVES = ([ '0', 0 ], [ '0.2', 200_000 ], [ '0.25', 250_000 ],
+	[ '0.5', 500_000 ], [ '0.333333', 333_333 ], [ '0.999999', 999_999 ],
+	[ '0.000001', 1 ]);
+
+sub _random_shed
+{
+	return undef if rand() < 0.5;
+	my $r = _pick(@RESERVES);
+	return {
+		priority    => _pick('critical', 'normal', 'sheddable'),
+		reserve     => $r->[1],
+		reserve_sql => $r->[0]
+	};
+}
+
 # a cost that fits capacity $cap: mostly 1, some 0, some large
 sub _random_cost
 {
@@ -717,7 +764,9 @@ sub _random_cost
 A random call sequence: an arrayref of calls { key, L, W, per, c, B,
 burst_sql, t, expected } (expected: the model's row).  With calendar => 1
 (fixed_window), each key is under a policy of calendar periods (a call's
-policy: { name, sql }; run_sequence creates them).  Several keys (odd
+policy: { name, sql }; run_sequence creates them).  With priorities => 1,
+half of the direct calls carry a random priority and reserve (shed: see
+C<check>).  Several keys (odd
 ones among them: quotes, Cyrillic, 1 kB long) with a fixed window each; times
 mostly advance by small and large steps, sometimes go backwards, and
 often land exactly on a window boundary, on a previous call's reset_at or on
@@ -824,9 +873,11 @@ sub gen_sequence
 			burst_sql => $burst_sql,
 			t         => $t,
 			policy    => $k->{policy},
+			shed      => $o{priorities} && !$k->{policy} ? _random_shed() : undef,
 		};
 		$call->{expected} =
-		  $model->check($algo, $call->{key}, $L, $W, $c, $B, $t, $k->{period});
+		  $model->check($algo, $call->{key}, $L, $W, $c, $B, $t, $k->{period},
+			$call->{shed});
 		push @calls, $call;
 		$last{ $k->{name} } = { row => $call->{expected} };
 	}
@@ -894,7 +945,11 @@ sub _call_sql
 		'per => ' . _sql_quote($call->{per}),
 		"cost => $call->{c}",
 		(defined $call->{burst_sql} ? "burst => $call->{burst_sql}" : ()),
-		'at => ' . _sql_quote(ts_literal($call->{t})));
+		'at => ' . _sql_quote(ts_literal($call->{t})),
+		(   $call->{shed}
+			? ("priority => '$call->{shed}{priority}'",
+				"reserve => $call->{shed}{reserve_sql}")
+			: ()));
 	return "SELECT $i, allowed, \"limit\", remaining, retry_after, "
 	  . "(extract(epoch from reset_at) * 1000000)::bigint, delay "
 	  . "FROM rl_check($args);";
@@ -914,10 +969,13 @@ sub _describe_call
 	my ($i, $algo, $call) = @_;
 	return sprintf(
 		"call %d: rl_check(key => %s, algo => %s, limit => %s, per => %s (%s us), "
-		  . "cost => %s, burst => %s, at => %s (%s us))",
+		  . "cost => %s, burst => %s, at => %s (%s us)%s)",
 		$i, _sql_quote(_short($call->{key})), $algo, $call->{L}, $call->{per},
 		$call->{W}, $call->{c}, $call->{B} // 'NULL',
-		ts_literal($call->{t}), $call->{t});
+		ts_literal($call->{t}), $call->{t},
+		$call->{shed}
+		? ", priority => $call->{shed}{priority}, reserve => $call->{shed}{reserve_sql}"
+		: '');
 }
 
 sub _describe_row
@@ -984,7 +1042,8 @@ sub run_sequence
 	my @exp =
 	  @$calls && $calls->[0]{expected}
 	  ? map { $_->{expected} } @$calls
-	  : map { $model->check($algo, @$_{qw(key L W c B t)}) } @$calls;
+	  : map { $model->check($algo, @$_{qw(key L W c B t)}, undef, $_->{shed}) }
+	  @$calls;
 	my %policies = map { $_->{policy} ? ($_->{policy}{name} => $_->{policy}{sql}) : () }
 	  @$calls;
 	my @setup = (
@@ -1068,9 +1127,10 @@ sub run_sequence
 
 =pod
 
-=head2 RlModel::run_conformance($node, seed => S, sequences => N, calls => M, tag => ..., setup => [...], algos => [...], calendar => 1)
+=head2 RlModel::run_conformance($node, seed => S, sequences => N, calls => M, tag => ..., setup => [...], algos => [...], calendar => 1, priorities => 1)
 
-With calendar set, N more sequences of fixed_window under calendar periods
+With priorities set, half of the calls carry a random priority and
+reserve (gen_sequence).  With calendar set, N more sequences of fixed_window under calendar periods
 (C<@PERIODS>, a zone of C<@ZONES>, an anchor half of the time, each key
 under a policy of its own).  For each algorithm, generate N random sequences of M calls from seed S (the
 sequence j of algorithm a uses a seed derived from S, a and j) and run them
@@ -1102,12 +1162,13 @@ sub run_conformance
 		{
 			my $s   = $seed * 1000 + ($cal ? 500 : $index{$algo} * 100) + $j;
 			my %gen = (
-				algo     => $algo,
-				calendar => $cal,
-				seed     => $s,
-				calls    => $ncall,
-				prefix   => "$tag:$seed:" . ($cal ? 'cal' : $algo) . ":$j",
-				start  => 1_767_225_600_000_000 + ($s % 997) * 86_400_000_000 + $s);
+				algo       => $algo,
+				calendar   => $cal,
+				priorities => $o{priorities},
+				seed       => $s,
+				calls      => $ncall,
+				prefix     => "$tag:$seed:" . ($cal ? 'cal' : $algo) . ":$j",
+				start => 1_767_225_600_000_000 + ($s % 997) * 86_400_000_000 + $s);
 			if ($j == 0)
 			{
 				# centre the sequence on the epoch (its span depends on the
