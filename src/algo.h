@@ -178,7 +178,8 @@ typedef struct RlLogState
  * time.  A slot is taken by a transaction or a session and given back when
  * it ends (the refund of the one unit taken); backends that wait for one
  * queue in ticket order, and the engine hands a freed slot to the first
- * of them (rl_slots_grant), so a newcomer never passes a waiter.
+ * of them (rl_slots_grant), so a newcomer never passes a waiter (but one
+ * that its priority's headroom alone holds back: store_slots.c).
  */
 typedef struct RlSlotsState
 {

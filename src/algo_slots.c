@@ -12,7 +12,8 @@
  * frees, grants it to the lowest ticket (rl_slots_grant), so a slot goes
  * to the waiters in the order they came.  A call that does not wait is
  * refused while anyone waits, even with a slot free for an instant: it
- * would pass the queue.
+ * would pass the queue.  (Load shedding: the store passes over waiters
+ * their priority's headroom alone holds back, store_slots.c.)
  *
  * Pure functions on the state (algo.h): no locks, no allocation, no
  * errors.

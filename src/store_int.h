@@ -139,8 +139,9 @@ typedef struct RlSlotWaiter
 	uint32		entry;			/* the entry's index, or RL_NIL */
 	uint32		incarnation;	/* ... and its incarnation */
 	int64		ticket;			/* its place in the entry's queue */
-	int64		limit;			/* the limit it asked under, less its
-								 * headroom (a priority's, shed.c) */
+	int64		limit;			/* the limit it asked under */
+	int64		headroom;		/* slots it must leave free (a priority's,
+								 * shed.c) */
 	bool		granted;		/* a slot was handed to it */
 	RlSlotHold	holds[RL_HOLDS_SHOWN];
 } RlSlotWaiter;

@@ -8,14 +8,17 @@
  * A key's slots are an entry whose state is RL_STATE_SLOTS (algo_slots.c:
  * slots held, backends waiting, tickets given out).  Who waits is kept
  * apart, one RlSlotWaiter per PGPROC number: the entry (index and
- * incarnation) it waits on, its ticket, the limit it asked under, and
- * whether a slot was handed to it.  When a slot frees (a release, a
- * waiter leaving, a waiter arriving to find one free), the queue is
- * served: the waiter with the lowest ticket takes it if its limit allows,
- * is marked granted and its latch is set, and so on while slots are free.
- * A slot handed over never becomes free in between, so a call that does
- * not wait cannot take it (and the algorithm refuses such calls while
- * anyone waits).  The backend waits in the dispatcher, outside every
+ * incarnation) it waits on, its ticket, the limit it asked under and the
+ * headroom its priority must leave free (shed.c), and whether a slot was
+ * handed to it.  When a slot frees (a release, a waiter leaving, a waiter
+ * arriving to find one free), the queue is served: the waiter with the
+ * lowest ticket takes it if its limit allows, is marked granted and its
+ * latch is set, and so on while slots are free.  A slot handed over never
+ * becomes free in between, so a call that does not wait cannot take it
+ * (and the algorithm refuses such calls while anyone waits).  Load
+ * shedding: a waiter whose limit allows a slot but whose headroom does
+ * not is passed over, by the queue and by a new call (a critical call
+ * takes a slot a sheddable waiter must leave free).  The backend waits in the dispatcher, outside every
  * lock, and polls its record when its latch is set.  The record also
  * notes the first RL_HOLDS_SHOWN slots the backend holds and since when,
  * for rl_slots' longest hold.
@@ -94,37 +97,69 @@ slot_receipt(RlReceipt *r, const RlRequest *req, const RlEntry *e, int64 t)
 }
 
 /*
+ * Is the waiter held back by its headroom alone: its limit allows a slot
+ * of the entry, what its priority must leave free does not?  Such a waiter
+ * is passed over (load shedding); one its limit holds back is not.
+ */
+static inline bool
+waiter_shed(const RlSlotWaiter *w, const RlSlotsState *s)
+{
+	return s->held < w->limit && s->held >= w->limit - w->headroom;
+}
+
+/*
+ * The first waiter of the entry (the lowest ticket) that is not passed
+ * over (waiter_shed), or -1; *any tells whether any record waits on it.
+ */
+static int
+queue_first(RlEntry *e, bool *any)
+{
+	const RlSlotsState *s = &e->st.slots;
+	uint32		idx = entry_index(e);
+	int			first = -1;
+	int			i;
+
+	*any = false;
+	for (i = 0; i < rl_store->nwaiters; i++)
+	{
+		RlSlotWaiter *w = &rl_waiters[i];
+
+		if (w->entry != idx || w->incarnation != e->incarnation ||
+			w->granted)
+			continue;
+		*any = true;
+		if (!waiter_shed(w, s) &&
+			(first < 0 || w->ticket < rl_waiters[first].ticket))
+			first = i;
+	}
+	return first;
+}
+
+/*
  * Hand free slots of the entry to its waiters, lowest ticket first, while
- * the first one's limit allows.  A count of waiters no record matches
- * (cannot happen; a record is cleared with its count) is dropped, so that
- * calls are not refused for a queue that is empty.
+ * the first one's limit allows (those their headroom holds back passed
+ * over).  A count of waiters no record matches (cannot happen; a record
+ * is cleared with its count) is dropped, so that calls are not refused for
+ * a queue that is empty.
  */
 static void
 queue_serve(RlEntry *e)
 {
 	RlSlotsState *s = &e->st.slots;
-	uint32		idx = entry_index(e);
 
 	while (s->waiting > 0)
 	{
-		int			first = -1;
-		int			i;
+		bool		any;
+		int			first = queue_first(e, &any);
 
-		for (i = 0; i < rl_store->nwaiters; i++)
-		{
-			RlSlotWaiter *w = &rl_waiters[i];
-
-			if (w->entry == idx && w->incarnation == e->incarnation &&
-				!w->granted &&
-				(first < 0 || w->ticket < rl_waiters[first].ticket))
-				first = i;
-		}
-		if (first < 0)
+		if (!any)
 		{
 			s->waiting = 0;
 			break;
 		}
-		if (!rl_slots_grant(s, rl_waiters[first].limit))
+		if (first < 0 ||
+			!rl_slots_grant(s, rl_waiters[first].limit -
+							rl_waiters[first].headroom))
 			break;
 		rl_waiters[first].granted = true;
 		SetLatch(&GetPGProcByNumber(first)->procLatch);
@@ -142,6 +177,8 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 {
 	int64		t = req->at == RL_NO_TIME ? now : req->at;
 	bool		fresh = false;
+	int64		waiting = 0;
+	bool		any;
 	RlOutcome	out;
 	RlEntry    *e;
 
@@ -165,8 +202,21 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	else if (t < e->last)
 		t = e->last;
 	e->last = t;
+
+	/*
+	 * Waiters whose headroom alone holds them back (sheddable ones) do not
+	 * hold back a call a free slot admits: the algorithm, which refuses a
+	 * call while anyone waits, sees none when they are all such.
+	 */
+	if (!fresh && e->st.slots.waiting > 0 && queue_first(e, &any) < 0)
+	{
+		waiting = e->st.slots.waiting;
+		e->st.slots.waiting = 0;
+	}
 	(void) rl_algo(req->algo)->decide(&e->st, fresh, t, t, &req->params,
 									  &out, NULL);
+	if (waiting > 0)
+		e->st.slots.waiting = waiting;
 	if (out.allowed)
 	{
 		slot_receipt(receipt, req, e, t);
@@ -181,8 +231,8 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	}
 
 	me->ticket = rl_slots_enqueue(&e->st.slots);
-	/* a waiter with a headroom is served while that many more stay free */
-	me->limit = req->params.limit - req->params.headroom;
+	me->limit = req->params.limit;
+	me->headroom = req->params.headroom;
 	me->incarnation = e->incarnation;
 	me->granted = false;
 	me->entry = entry_index(e);
