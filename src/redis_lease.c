@@ -107,6 +107,12 @@ int			rl_redis_max_leases = 256;
 static RlLeaseShared *lease_shared = NULL;
 static bool exit_registered = false;
 
+/*
+ * Leases this backend marked RELEASE since its last look (releases_flush
+ * scans the table only then: a call's path stays short).
+ */
+static int	my_releases = 0;
+
 PGDLLEXPORT void rl_lease_worker_main(Datum arg);
 
 /* What a lease script answered. */
@@ -284,6 +290,8 @@ lease_set(int i, uint32 gen, RlLeaseState state)
 	if (l->generation == gen && l->state != RL_LEASE_FREE)
 		l->state = state;
 	LWLockRelease(lease_shared->lock);
+	if (state == RL_LEASE_RELEASE)
+		my_releases++;
 }
 
 /*
@@ -316,10 +324,14 @@ lease_exit(int code, Datum arg)
 static void
 releases_flush(void)
 {
-	char	   *key = palloc(RL_LEASE_KEY_MAX);
+	char	   *key;
 	char		holder[RL_HOLDER_LEN];
 	int			i;
 
+	if (my_releases == 0)
+		return;
+	my_releases = 0;
+	key = palloc(RL_LEASE_KEY_MAX);
 	for (i = 0; i < lease_shared->nleases; i++)
 	{
 		RlLease    *l = &lease_shared->leases[i];
@@ -345,8 +357,10 @@ releases_flush(void)
 		lease_script(&call, "release", key, keylen, holder, NULL, &reply);
 		if (!reply.ok)
 		{
+			/* the worker tries again; so does this backend's next call */
 			rl_redis_failed(&call, false);
 			worker_wake();
+			my_releases++;
 			break;
 		}
 		lease_set(i, gen, RL_LEASE_FREE);
@@ -511,6 +525,7 @@ rl_redis_lease_release(const RlRequest *req, const RlReceipt *receipt)
 	LWLockRelease(lease_shared->lock);
 	if (!mine)
 		return;
+	my_releases++;
 	if (IsTransactionState() && CritSectionCount == 0 &&
 		InterruptHoldoffCount == 0 && !proc_exit_inprogress &&
 		!rl_redis_breaker_open())
