@@ -8,6 +8,7 @@
 #    at rollback through the worker (polled), and a session that rolled
 #    back takes the key again at once;
 #  - renewal: an idle holder keeps its slot over several lease times;
+#  - a holder ended by pg_terminate_backend gives its slot back;
 #  - SIGSTOP of a server holding slots: they are free for the other within
 #    the lease time (polled, with a margin); after SIGCONT the stopped
 #    server's leases are lost, not brought back (the other keeps its
@@ -159,6 +160,17 @@ is(try_acquire($nb, 'renew', 1), 'f',
 is(live('renew'), '1', 'its lease is live in Redis');
 $s->query_safe("SELECT rl_release('renew')");
 is(try_acquire($nb, 'renew', 1), 't', 'free once released');
+
+# ---- a holder terminated: its exit leaves the lease to the worker ----
+my $t = $na->background_psql('postgres');
+is($t->query_safe("SELECT rl_acquire('term', 1, hold => 'session')"), 't',
+	'a holds term');
+my $tpid = $t->query_safe('SELECT pg_backend_pid()');
+is(try_acquire($nb, 'term', 1), 'f', 'b finds term full');
+$na->safe_psql('postgres', "SELECT pg_terminate_backend($tpid, 10000)");
+ok($nb->poll_query_until('postgres', "SELECT rl_acquire('term', 1)"),
+	'a terminated holder\'s slot comes back');
+eval { $t->quit };
 
 # ---- SIGSTOP a server that holds slots ----
 my @held = map { $na->background_psql('postgres') } 1 .. 2;
