@@ -6,7 +6,9 @@
  *
  * A call that must wait for a slot queues in the engine and sleeps here,
  * on its latch, outside every lock; slots.c keeps what this backend holds
- * and gives it back when the transaction or the session ends.
+ * and gives it back when the transaction or the session ends.  The store
+ * keeps the slots of the local backend; Redis those of the others, as
+ * leases (redis_lease.c), without a queue: a wait there is refused.
  *
  * No shared state of its own.
  *

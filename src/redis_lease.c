@@ -16,7 +16,7 @@
  * (docs/redis.md: the trade-off).
  *
  * A backend cannot renew while it is idle, so the server's live leases are
- * kept in shared memory (RlLeaseShared, ratelimit.redis_max_leases
+ * kept in shared memory (RlSlotLeaseShared, ratelimit.redis_max_leases
  * entries, each with the key's Redis name) and the lease worker, a
  * background worker, renews them every third of the lease time.  An entry
  * is TAKING while its acquire runs, HELD once taken, LOST when a renewal
@@ -70,19 +70,19 @@
 /* how soon the worker tries again after a failed renewal (ms) */
 #define RL_LEASE_RETRY		1000
 
-typedef enum RlLeaseState
+typedef enum RlSlotLeaseState
 {
 	RL_LEASE_FREE = 0,
 	RL_LEASE_TAKING,			/* its acquire is under way */
 	RL_LEASE_HELD,				/* renewed by the worker */
 	RL_LEASE_LOST,				/* its lease was gone at a renewal */
 	RL_LEASE_RELEASE			/* to be removed from Redis */
-} RlLeaseState;
+} RlSlotLeaseState;
 
 /* One lease of this server. */
-typedef struct RlLease
+typedef struct RlSlotLease
 {
-	uint8		state;			/* RlLeaseState */
+	uint8		state;			/* RlSlotLeaseState */
 	uint32		generation;		/* one more at each use of the entry */
 	int			pid;			/* its backend */
 	int			procno;
@@ -90,21 +90,21 @@ typedef struct RlLease
 	int64		expires;		/* its lease ends by then at the latest */
 	int			keylen;
 	char		key[RL_LEASE_KEY_MAX];	/* the key's Redis name */
-} RlLease;
+} RlSlotLease;
 
-typedef struct RlLeaseShared
+typedef struct RlSlotLeaseShared
 {
 	LWLock	   *lock;
 	uint64		server;			/* random, new at each (re)start */
 	int			worker;			/* the worker's procno, or -1 */
 	int			nleases;
-	RlLease		leases[FLEXIBLE_ARRAY_MEMBER];
-} RlLeaseShared;
+	RlSlotLease leases[FLEXIBLE_ARRAY_MEMBER];
+} RlSlotLeaseShared;
 
 int			rl_redis_lease_time = 30000;	/* ms */
 int			rl_redis_max_leases = 256;
 
-static RlLeaseShared *lease_shared = NULL;
+static RlSlotLeaseShared *lease_shared = NULL;
 static bool exit_registered = false;
 
 /*
@@ -116,12 +116,12 @@ static int	my_releases = 0;
 PGDLLEXPORT void rl_lease_worker_main(Datum arg);
 
 /* What a lease script answered. */
-typedef struct RlLeaseReply
+typedef struct RlSlotLeaseReply
 {
 	bool		ok;				/* Redis answered */
 	int64		taken;			/* acquire: 1 if taken; else the count */
 	int64		in_flight;		/* acquire: slots held after the call */
-} RlLeaseReply;
+} RlSlotLeaseReply;
 
 /* The lease settings and the worker (from rl_redis_init). */
 void
@@ -159,8 +159,8 @@ rl_redis_lease_init(void)
 static Size
 lease_size(void)
 {
-	return add_size(offsetof(RlLeaseShared, leases),
-					mul_size(sizeof(RlLease), rl_redis_max_leases));
+	return add_size(offsetof(RlSlotLeaseShared, leases),
+					mul_size(sizeof(RlSlotLease), rl_redis_max_leases));
 }
 
 /* shmem_request_hook: the table and its lock. */
@@ -207,7 +207,7 @@ worker_wake(void)
 
 /* A holder's name in Redis. */
 static void
-holder_name(char *buf, int index, const RlLease *l)
+holder_name(char *buf, int index, const RlSlotLease *l)
 {
 	snprintf(buf, RL_HOLDER_LEN, "%016llx:%d:%d:%u",
 			 (unsigned long long) lease_shared->server, l->pid, index,
@@ -222,7 +222,7 @@ holder_name(char *buf, int index, const RlLease *l)
  */
 static void
 lease_script(RlRedisCall *call, const char *op, const char *key, int keylen,
-			 const char *holder, const RlParams *p, RlLeaseReply *reply)
+			 const char *holder, const RlParams *p, RlSlotLeaseReply *reply)
 {
 	const RlRedisScript *script = rl_redis_lease_script();
 	const char *argv[10];
@@ -282,9 +282,9 @@ lease_script(RlRedisCall *call, const char *op, const char *key, int keylen,
  * used again meanwhile.
  */
 static void
-lease_set(int i, uint32 gen, RlLeaseState state)
+lease_set(int i, uint32 gen, RlSlotLeaseState state)
 {
-	RlLease    *l = &lease_shared->leases[i];
+	RlSlotLease *l = &lease_shared->leases[i];
 
 	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
 	if (l->generation == gen && l->state != RL_LEASE_FREE)
@@ -306,7 +306,7 @@ lease_exit(int code, Datum arg)
 	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < lease_shared->nleases; i++)
 	{
-		RlLease    *l = &lease_shared->leases[i];
+		RlSlotLease *l = &lease_shared->leases[i];
 
 		if (l->state != RL_LEASE_FREE && l->pid == MyProcPid)
 			l->state = RL_LEASE_RELEASE;
@@ -334,9 +334,9 @@ releases_flush(void)
 	key = palloc(RL_LEASE_KEY_MAX);
 	for (i = 0; i < lease_shared->nleases; i++)
 	{
-		RlLease    *l = &lease_shared->leases[i];
+		RlSlotLease *l = &lease_shared->leases[i];
 		RlRedisCall call;
-		RlLeaseReply reply;
+		RlSlotLeaseReply reply;
 		bool		mine;
 		uint32		gen = 0;
 		int			keylen = 0;
@@ -380,7 +380,7 @@ entry_take(const StringInfoData *name, uint32 *gen)
 	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < lease_shared->nleases; i++)
 	{
-		RlLease    *l = &lease_shared->leases[i];
+		RlSlotLease *l = &lease_shared->leases[i];
 
 		if (l->state != RL_LEASE_FREE)
 			continue;
@@ -406,10 +406,10 @@ entry_take(const StringInfoData *name, uint32 *gen)
  */
 static void
 acquire_run(RlRedisCall *call, const RlRequest *req, int i,
-			RlLeaseReply *reply)
+			RlSlotLeaseReply *reply)
 {
 	char		holder[RL_HOLDER_LEN];
-	RlLease    *l = &lease_shared->leases[i];
+	RlSlotLease *l = &lease_shared->leases[i];
 
 	holder_name(holder, i, l);
 	lease_script(call, "acquire", l->key, l->keylen, holder, &req->params,
@@ -431,7 +431,7 @@ rl_redis_lease_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 	StringInfoData hkey;
 	StringInfoData lkey;
 	RlRedisCall call;
-	RlLeaseReply reply;
+	RlSlotLeaseReply reply;
 	uint32		gen;
 	bool		probe;
 	int			i;
@@ -509,7 +509,7 @@ rl_redis_lease_release(const RlRequest *req, const RlReceipt *receipt)
 {
 	uint32		i = (uint32) (receipt->incarnation & 0xFFFFFFFF);
 	uint32		gen = (uint32) (receipt->incarnation >> 32);
-	RlLease    *l;
+	RlSlotLease *l;
 	bool		mine = false;
 
 	if (lease_shared == NULL || i >= (uint32) lease_shared->nleases)
@@ -538,7 +538,7 @@ rl_redis_lease_release(const RlRequest *req, const RlReceipt *receipt)
 
 /* Has the entry's backend gone (its PGPROC has another pid, or none)? */
 static bool
-holder_gone(const RlLease *l)
+holder_gone(const RlSlotLease *l)
 {
 	return GetPGProcByNumber(l->procno)->pid != l->pid;
 }
@@ -549,7 +549,7 @@ holder_gone(const RlLease *l)
  * long (ms) until the next lease is due.
  */
 static long
-worker_round(RlLease *copies, int *index)
+worker_round(RlSlotLease *copies, int *index)
 {
 	int64		now = rl_clock_now();
 	int64		period = (int64) rl_redis_lease_time * 1000 / 3;
@@ -562,7 +562,7 @@ worker_round(RlLease *copies, int *index)
 	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
 	for (i = 0; i < lease_shared->nleases; i++)
 	{
-		RlLease    *l = &lease_shared->leases[i];
+		RlSlotLease *l = &lease_shared->leases[i];
 
 		if (l->state == RL_LEASE_FREE)
 			continue;
@@ -571,7 +571,7 @@ worker_round(RlLease *copies, int *index)
 		if (l->state == RL_LEASE_RELEASE ||
 			(l->state == RL_LEASE_HELD && now - l->renewed >= period))
 		{
-			memcpy(&copies[n], l, offsetof(RlLease, key) + l->keylen);
+			memcpy(&copies[n], l, offsetof(RlSlotLease, key) + l->keylen);
 			index[n++] = i;
 		}
 		else if (l->state == RL_LEASE_HELD)
@@ -583,10 +583,10 @@ worker_round(RlLease *copies, int *index)
 		(void) rl_redis_conn_ready();
 	for (k = 0; k < n; k++)
 	{
-		RlLease    *c = &copies[k];
+		RlSlotLease *c = &copies[k];
 		bool		release = c->state == RL_LEASE_RELEASE;
 		RlRedisCall call;
-		RlLeaseReply reply;
+		RlSlotLeaseReply reply;
 		int64		t = rl_clock_now();
 
 		holder_name(holder, index[k], c);
@@ -611,7 +611,7 @@ worker_round(RlLease *copies, int *index)
 		}
 		LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
 		{
-			RlLease    *l = &lease_shared->leases[index[k]];
+			RlSlotLease *l = &lease_shared->leases[index[k]];
 
 			if (l->generation == c->generation && l->state == RL_LEASE_HELD)
 			{
@@ -645,7 +645,7 @@ worker_exit(int code, Datum arg)
 void
 rl_lease_worker_main(Datum arg)
 {
-	RlLease    *copies;
+	RlSlotLease *copies;
 	int		   *index;
 	MemoryContext round;
 
@@ -656,7 +656,7 @@ rl_lease_worker_main(Datum arg)
 	CurrentResourceOwner = ResourceOwnerCreate(NULL, "ratelimit lease worker");
 
 	copies = MemoryContextAllocHuge(TopMemoryContext,
-									sizeof(RlLease) * lease_shared->nleases);
+									sizeof(RlSlotLease) * lease_shared->nleases);
 	index = MemoryContextAlloc(TopMemoryContext,
 							   sizeof(int) * lease_shared->nleases);
 	round = AllocSetContextCreate(TopMemoryContext, "ratelimit lease worker",
