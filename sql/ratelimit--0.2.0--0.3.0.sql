@@ -86,7 +86,8 @@ $$;
 -- rl_keys: text valid in the caller's encoding, and the raw bytes.  Keys
 -- and policy names of other databases are converted to this database's
 -- encoding, NULL where they cannot be; key_bytes and policy_bytes are the
--- bytes as stored (new columns at the end).
+-- bytes as stored (new columns at the end).  Concurrency limits (#12):
+-- in_flight, waiting and longest_hold of their keys, NULL for the others.
 ALTER FUNCTION rl_keys(boolean) RENAME TO rl_keys_0_2_0;
 CREATE FUNCTION rl_keys(
 	all_databases boolean DEFAULT false,
@@ -98,7 +99,10 @@ CREATE FUNCTION rl_keys(
 	OUT reset_at timestamptz,
 	OUT remaining bigint,
 	OUT key_bytes bytea,
-	OUT policy_bytes bytea)
+	OUT policy_bytes bytea,
+	OUT in_flight bigint,
+	OUT waiting bigint,
+	OUT longest_hold interval)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_keys'
 LANGUAGE C VOLATILE;

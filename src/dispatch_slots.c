@@ -6,7 +6,9 @@
  *
  * A call that must wait for a slot queues in the engine and sleeps here,
  * on its latch, outside every lock; slots.c keeps what this backend holds
- * and gives it back when the transaction or the session ends.
+ * and gives it back when the transaction or the session ends.  The store
+ * keeps the slots of the local backend; Redis those of the others, as
+ * leases (redis_lease.c), without a queue: a wait there is refused.
  *
  * No shared state of its own.
  *
@@ -66,8 +68,8 @@ slot_wait(const RlEngine *engine, const RlRequest *req, RlSlotResult r,
 }
 
 /*
- * Slots are kept in the shared-memory store only: an ERROR for a request
- * of another backend (its policy's, or ratelimit.backend).
+ * A look at slots (rl_usage) reads the shared-memory store only: an ERROR
+ * for a request of another backend (its policy's, or ratelimit.backend).
  */
 void
 rl_slots_local(const RlRequest *req)
@@ -80,31 +82,52 @@ rl_slots_local(const RlRequest *req)
 }
 
 /*
+ * The engine that keeps the request's slots: the store for the local
+ * backend, Redis (leases) for redis and hybrid (a local pre-check means
+ * nothing for a slot held elsewhere).  Redis keeps no queue: waiting
+ * there is refused.
+ */
+static const RlEngine *
+slot_engine(const RlRequest *req, int64 max_wait)
+{
+	if (rl_request_backend(req) == RL_BACKEND_LOCAL)
+		return rl_engine(RL_ENGINE_STORE);
+	if (max_wait > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("waiting for a slot of a concurrency limit is not supported on Redis"),
+				 errhint("Call rl_acquire with max_wait => '0' and retry later, or use the local backend.")));
+	return rl_engine(RL_ENGINE_REDIS);
+}
+
+/*
  * Take a slot of the request's key (an algorithm that holds slots) for
  * the session or the current transaction, waiting at most max_wait
  * microseconds, first come first served.  A key this backend holds
  * already is not taken twice (slots.c).  When the store has no room for
- * the key, fail_mode decides, and nothing is held.  Returns whether the
- * call may proceed.  Slots are the store's only (rl_slots_local).  A call
- * with a priority takes a slot only if its headroom stays free (shed.c),
- * waiting or not.
+ * the key, or Redis does not answer, fail_mode decides, and nothing is
+ * held.  Returns whether the call may proceed.  On Redis a slot is a lease
+ * (redis_lease.c) and max_wait must be 0 (slot_engine).
+ * A call with a priority takes a slot only if its headroom stays free
+ * (shed.c), waiting or not.
  */
 bool
 rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 {
-	const RlEngine *engine = rl_engine(RL_ENGINE_STORE);
+	const RlEngine *engine;
 	RlReceipt	receipt;
 	RlOutcome	out;
 	RlSlotResult r;
 	RlRequest	shed;
 	bool		shadowed;
+	bool		failed;
 	int64		now;
 
-	rl_slots_local(req);
 	req = rl_shed_request(req, &shed);	/* a priority's headroom */
 	memset(&out, 0, sizeof(out));
 	if (req->shadow)
 		max_wait = 0;			/* a dry run never waits */
+	engine = slot_engine(req, max_wait);
 	r = RL_SLOT_TAKEN;
 	if (!rl_slots_held(req, session))
 	{
@@ -118,10 +141,11 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 			rl_slots_keep(&receipt, session);
 		rl_slots_end();
 	}
+	failed = r == RL_SLOT_NO_ROOM || r == RL_SLOT_UNAVAILABLE;
 	out.allowed = r == RL_SLOT_TAKEN ||
-		(r == RL_SLOT_NO_ROOM && rl_request_fail_mode(req) != RL_FAIL_CLOSED);
+		(failed && rl_request_fail_mode(req) != RL_FAIL_CLOSED);
 	shadowed = !out.allowed && req->shadow;
-	rl_stats_count(req, &out, r == RL_SLOT_NO_ROOM, shadowed);
+	rl_stats_count(req, &out, failed, shadowed);
 	return out.allowed || shadowed;
 }
 

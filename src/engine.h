@@ -235,7 +235,8 @@ typedef enum RlSlotResult
 	RL_SLOT_QUEUED,				/* in the queue: wait for the latch, poll */
 	RL_SLOT_GONE,				/* the key's state was dropped (a reset)
 								 * while queued: no longer in the queue */
-	RL_SLOT_NO_ROOM				/* the key cannot be tracked */
+	RL_SLOT_NO_ROOM,			/* the key cannot be tracked */
+	RL_SLOT_UNAVAILABLE			/* a remote engine did not answer */
 } RlSlotResult;
 
 /* What a restore made of an image */
@@ -385,8 +386,9 @@ typedef struct RlEngine
 	 * latch set) when its turn comes or the key is reset; it never waits
 	 * inside the engine.  TAKEN fills the receipt: release gives that slot
 	 * back (to the same incarnation only) and hands it to the first waiter.
-	 * release never raises (it is called inside aborts and at exit).  NULL:
-	 * the engine keeps no slots.
+	 * release never raises (it is called inside aborts and at exit; Redis's
+	 * does I/O only where a cancel may interrupt it).  Redis offers TRY
+	 * only (leases, redis_lease.c).  NULL: the engine keeps no slots.
 	 */
 	RlSlotResult (*acquire) (const RlRequest *req, RlSlotOp op, int64 now,
 							 RlReceipt *receipt);

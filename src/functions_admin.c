@@ -469,16 +469,22 @@ rl_stats_info(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
+static void keys_slots(const RlKeyImage *img, int64 now, Datum *values,
+					   bool *nulls);
+
 /*
  * rl_keys(all_databases DEFAULT false) returns setof (dbid, algo, policy,
- * key, last_seen, reset_at, remaining, key_bytes, policy_bytes): the keys
- * whose state is not yet back to a new key's.  For keys used through a
+ * key, last_seen, reset_at, remaining, key_bytes, policy_bytes, in_flight,
+ * waiting, longest_hold): the keys whose state is not yet back to a new
+ * key's.  For keys used through a
  * policy of this database, remaining and reset_at are what a call of cost
  * 0 would report now; for direct calls (whose parameters are not stored)
  * remaining is NULL.  key and policy are text valid in this database's
  * encoding (text_from_db), NULL where the bytes cannot be represented;
- * key_bytes and policy_bytes are the bytes as stored.  Each entry is read
- * under its partition's shared lock, one at a time.
+ * key_bytes and policy_bytes are the bytes as stored.  A concurrency
+ * limit's key has its slots held and waited for, and how long the
+ * longest-held one is held (as rl_slots sees it); others have NULLs there.
+ * Each entry is read under its partition's shared lock, one at a time.
  */
 Datum
 rl_keys(PG_FUNCTION_ARGS)
@@ -495,9 +501,9 @@ rl_keys(PG_FUNCTION_ARGS)
 	while (rl_scan_keys(all_databases ? InvalidOid : MyDatabaseId, &cursor,
 						img))
 	{
-		Datum		values[9];
-		bool		nulls[9] = {false, false, true, false, false, false, true,
-		false, true};
+		Datum		values[12];
+		bool		nulls[12] = {false, false, true, false, false, false, true,
+		false, true, true, true, true};
 		const RlSourceDb *db;
 		text	   *text_value;
 		char	   *nul;
@@ -551,9 +557,33 @@ rl_keys(PG_FUNCTION_ARGS)
 		values[4] = TimestampTzGetDatum(rl_clock_timestamptz(img->last));
 		values[5] = TimestampTzGetDatum(rl_clock_timestamptz(reset_at));
 		values[7] = bytea_datum(key, keylen);
+		if (rl_algo_holds(img->algo))
+			keys_slots(img, now, &values[9], &nulls[9]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+/*
+ * A concurrency limit's columns of rl_keys: in_flight, waiting and
+ * longest_hold (NULL when no noted slot is held: each backend's first
+ * RL_HOLDS_SHOWN are noted).
+ */
+static void
+keys_slots(const RlKeyImage *img, int64 now, Datum *values, bool *nulls)
+{
+	values[0] = Int64GetDatum(img->state.slots.held);
+	nulls[0] = false;
+	values[1] = Int64GetDatum(img->state.slots.waiting);
+	nulls[1] = false;
+	if (img->held_since != RL_NO_TIME)
+	{
+		Interval   *iv = palloc0(sizeof(Interval));
+
+		iv->time = Max(now - img->held_since, 0);
+		values[2] = IntervalPGetDatum(iv);
+		nulls[2] = false;
+	}
 }
 
 /*

@@ -49,6 +49,7 @@ rl_shmem_request(void)
 	rl_store_request();
 	rl_stats_request();
 	rl_redis_shmem_request();
+	rl_redis_lease_request();
 }
 
 /*
@@ -68,6 +69,7 @@ rl_shmem_startup(void)
 	created = rl_store_startup();
 	rl_stats_startup();
 	rl_redis_shmem_startup();
+	rl_redis_lease_startup();
 	LWLockRelease(AddinShmemInitLock);
 
 	if (!IsUnderPostmaster)

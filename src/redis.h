@@ -26,4 +26,8 @@ extern void rl_redis_init(void);
 extern void rl_redis_shmem_request(void);
 extern void rl_redis_shmem_startup(void);
 
+/* concurrency limits' leases (redis_lease.c): their table, their worker */
+extern void rl_redis_lease_request(void);
+extern void rl_redis_lease_startup(void);
+
 #endif							/* RL_REDIS_H */

@@ -50,6 +50,7 @@ rl_redis_init(void)
 	rl_redis_breaker_init();
 	rl_batch_init();
 	rl_redis_reset_init();
+	rl_redis_lease_init();
 }
 
 /*
@@ -509,6 +510,15 @@ redis_charge(const RlRequest *req, int64 now, RlOutcome *out)
 	return RL_OK;
 }
 
+/* engine acquire: a slot as a lease (redis_lease.c), after the settings. */
+static RlSlotResult
+redis_acquire(const RlRequest *req, RlSlotOp op, int64 now,
+			  RlReceipt *receipt)
+{
+	engine_ready();
+	return rl_redis_lease_acquire(req, op, now, receipt);
+}
+
 /* engine info: the breaker and the counters (rl_redis_info). */
 static int
 redis_info(RlInfoItem *items)
@@ -532,6 +542,6 @@ const RlEngine rl_redis_engine = {
 	.scan = NULL,				/* rl_keys lists the store only */
 	.images = NULL,
 	.restore = NULL,
-	.acquire = NULL,			/* slots: the store only, so far */
-	.release = NULL,
+	.acquire = redis_acquire,	/* leases, TRY only */
+	.release = rl_redis_lease_release,
 };

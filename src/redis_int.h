@@ -12,6 +12,8 @@
  *					 of their keys, their arguments and replies
  *	redis_batch.c	 leases (ratelimit.redis_batch), this backend's memory
  *	redis_refund.c	 refunds: many at once, pipelined, one deadline
+ *	redis_lease.c	 concurrency limits: slots as leases, renewed by the
+ *					 lease worker
  *	redis_engine.c	 the engine (engine.h): decisions, refunds, resets,
  *					 figures
  *
@@ -230,6 +232,7 @@ typedef struct RlScriptArgs
 extern void rl_redis_script_init(void);
 extern const RlRedisScript *rl_redis_script(RlScript kind, RlAlgo algo);
 extern const RlRedisScript *rl_redis_script_all(void);
+extern const RlRedisScript *rl_redis_lease_script(void);
 extern void rl_redis_key_names(StringInfo hash, StringInfo log, Oid dbid,
 							   RlAlgo algo, const char *key, int keylen);
 extern int	rl_redis_nkeys(RlAlgo algo);
@@ -272,6 +275,18 @@ extern void rl_batch_forget(void);
 
 extern int	rl_redis_refund_many(const RlRequest *reqs,
 								 const RlReceipt *receipts, int n);
+
+/* ---- redis_lease.c ---- */
+
+extern int	rl_redis_lease_time;
+extern int	rl_redis_max_leases;
+
+extern void rl_redis_lease_init(void);
+extern RlSlotResult rl_redis_lease_acquire(const RlRequest *req,
+										   RlSlotOp op, int64 now,
+										   RlReceipt *receipt);
+extern void rl_redis_lease_release(const RlRequest *req,
+								   const RlReceipt *receipt);
 
 /* redis_reset.c */
 extern void rl_redis_reset_init(void);

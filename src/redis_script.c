@@ -172,6 +172,24 @@ rl_redis_script_all(void)
 	return &script_all;
 }
 
+/* The leases' script (lua/lease.lua), built once per backend. */
+const RlRedisScript *
+rl_redis_lease_script(void)
+{
+	static RlRedisScript lease;
+
+	if (lease.text == NULL)
+	{
+		StringInfoData text;
+
+		initStringInfo(&text);
+		appendStringInfoString(&text, rl_lua_lease);
+		script_finish(&text, &lease);
+		pfree(text.data);
+	}
+	return &lease;
+}
+
 /*
  * The names of a state's keys, in fresh StringInfos: the hash
  * rl:{<namespace>:<code>:<key>} (the namespace is the database OID unless

@@ -22,7 +22,9 @@
  * holding will take, so that an error during the wait (a cancel, a
  * statement timeout, the backend terminated) leaves the queue at the
  * (sub)abort or at exit, giving back a slot handed over meanwhile, and
- * that keeping the slot allocates nothing.  A backend that dies without
+ * that keeping the slot allocates nothing.  A transaction's slots on
+ * Redis (leases) are given back just before its commit, while I/O is
+ * still fine (redis_lease.c).  A backend that dies without
  * running its exit callbacks (SIGKILL, a crash) makes the postmaster
  * reinitialize shared memory: the store starts empty and no slot is held.
  *
@@ -130,16 +132,18 @@ pending_abandon(void)
 
 /*
  * Give back the transaction's slots taken at nesting level "from" or
- * deeper (1: all of them).
+ * deeper (1: all of them), of one engine's only unless it is
+ * RL_ENGINE_NONE.
  */
 static void
-release_levels(int from)
+release_levels(int from, RlEngineId engine)
 {
 	int			i = 0;
 
 	while (i < nholdings)
 	{
-		if (!holdings[i].session && holdings[i].level >= from)
+		if (!holdings[i].session && holdings[i].level >= from &&
+			(engine == RL_ENGINE_NONE || holdings[i].receipt.engine == engine))
 			holding_release(i);
 		else
 			i++;
@@ -161,13 +165,22 @@ slots_xact_callback(XactEvent event, void *arg)
 							 errmsg("cannot prepare a transaction that holds a slot of a concurrency limit"),
 							 errhint("Release the slot with rl_release, or take it for the session.")));
 			break;
+		case XACT_EVENT_PRE_COMMIT:
+
+			/*
+			 * Redis's slots (leases) now, while a round trip may still be
+			 * made: after the commit their giving back is left to the lease
+			 * worker, a little later (redis_lease.c).
+			 */
+			release_levels(1, RL_ENGINE_REDIS);
+			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PREPARE:
 			pending_abandon();
-			release_levels(1);
+			release_levels(1, RL_ENGINE_NONE);
 			break;
 		default:
 			break;
@@ -185,7 +198,7 @@ slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
 			pending_abandon();
-			release_levels(level);
+			release_levels(level, RL_ENGINE_NONE);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			for (i = 0; i < nholdings; i++)

@@ -160,9 +160,10 @@ SELECT rl_acquire('c:x', 1, max_wait => '1 month');
 SELECT rl_acquire(repeat('x', 5000), 1);
 -- the rate-limiting functions refuse the algorithm
 SELECT rl_allow('c:x', 'concurrency', 1, '1 second');
--- only the shared-memory store keeps slots
+-- on Redis a slot is a lease (test/t/096_redis_leases.pl), taken without
+-- waiting: a wait is refused before Redis is asked
 SET ratelimit.backend = 'redis';
-SELECT rl_acquire('c:x', 1);
+SELECT rl_acquire('c:x', 1, max_wait => '1 second');
 RESET ratelimit.backend;
 SELECT count(*) AS keys_at_end FROM rl_slots();
 -- rl_usage of a concurrency policy: the slots in flight, no period
