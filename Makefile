@@ -104,8 +104,10 @@ src/lua_scripts.c: $(LUA_SOURCES) src/lua_embed.pl
 src/lua_scripts.h: $(LUA_SOURCES) src/lua_embed.pl
 	$(LUA_EMBED) -h $(LUA_SOURCES) > $@.tmp && mv $@.tmp $@
 
-# the algorithm table and the Redis engine name the scripts
-src/algo_table.o src/redis_script.o: src/lua_scripts.h
+# the algorithm table and the Redis engine name the scripts (their LLVM
+# bitcode too, which a JIT-enabled server's build makes beside the objects)
+src/algo_table.o src/redis_script.o src/algo_table.bc src/redis_script.bc: \
+	src/lua_scripts.h
 
 # The PGXN release archive META.json describes: $(DISTDIR)/ratelimit-X.Y.Z.zip
 # holding what HEAD holds under ratelimit-X.Y.Z/ (X.Y.Z: default_version of
