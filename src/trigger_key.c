@@ -142,21 +142,37 @@ key_add(RlKeyBuf *kb, const char *bytes, int n)
 
 /*
  * Append an integer in decimal (as int8out writes it): written from the
- * end of a buffer, digit by digit, in unsigned arithmetic so that the
- * smallest value has its digits too.
+ * end of a buffer, two digits at a time from a table (#9: a quota
+ * trigger's integer key column is written on every row, and one division
+ * per digit cost about 60 instructions on a five-digit id), in unsigned
+ * arithmetic so that the smallest value has its digits too.
  */
 static void
 key_add_int(RlKeyBuf *kb, int64 value)
 {
+	static const char pairs[] =
+		"0001020304050607080910111213141516171819"
+		"2021222324252627282930313233343536373839"
+		"4041424344454647484950515253545556575859"
+		"6061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	char		buf[MAXINT8LEN + 1];
 	char	   *p = buf + sizeof(buf);
 	uint64		u = value < 0 ? -(uint64) value : (uint64) value;
 
-	do
+	while (u >= 100)
 	{
-		*--p = (char) ('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
+		p -= 2;
+		memcpy(p, &pairs[(u % 100) * 2], 2);
+		u /= 100;
+	}
+	if (u >= 10)
+	{
+		p -= 2;
+		memcpy(p, &pairs[u * 2], 2);
+	}
+	else
+		*--p = (char) ('0' + u);
 	if (value < 0)
 		*--p = '-';
 	key_add(kb, p, buf + sizeof(buf) - p);
