@@ -29,6 +29,7 @@
 
 #include "args.h"
 #include "dispatch.h"
+#include "keyhash.h"
 #include "policy.h"
 #include "policy_limit.h"
 
@@ -122,7 +123,7 @@ site_same_args(const RlCallSite *site, const text *algo, int64 limit,
 		(!burst_given || site->burst == burst) &&
 		site->per.time == per->time && site->per.day == per->day &&
 		site->per.month == per->month &&
-		memcmp(site->algoname, VARDATA_ANY(algo), len) == 0;
+		rl_key_equal(site->algoname, VARDATA_ANY(algo), len);
 }
 
 /*

@@ -138,7 +138,7 @@ rl_refund_target_same(const RlTargetKey *a, const RlTargetKey *b)
 		a->flags == b->flags &&
 		(a->incarnation == b->incarnation ||
 		 (a->flags & RL_RECEIPT_TIMELESS)) &&
-		memcmp(a->key, b->key, a->keylen) == 0;
+		rl_key_equal(a->key, b->key, a->keylen);
 }
 
 /*

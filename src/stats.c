@@ -457,7 +457,7 @@ slot_claim(const RlStatsKey *key, RlStatsHandle *handle)
  * Does the handle still hold: its slot not freed since it was claimed, or,
  * on "(other)", no room made since?
  */
-static bool
+static inline bool
 handle_current(const RlStatsHandle *handle)
 {
 	if (handle->slot > 0)

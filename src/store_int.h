@@ -292,7 +292,7 @@ rl_store_key_equal(const RlEntry *e, const char *key, int keylen)
 	int			n = Min(keylen, RL_KEY_INLINE);
 	uint32		block = e->key_more;
 
-	if (e->keylen != keylen || memcmp(e->key, key, n) != 0)
+	if (e->keylen != keylen || !rl_key_equal(e->key, key, n))
 		return false;
 	for (key += n, keylen -= n; keylen > 0; key += n, keylen -= n)
 	{
