@@ -386,7 +386,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 	id.engine = r->engine;
 	id.flags = r->flags;
 	id.incarnation = r->incarnation;
-	hash = rl_refund_target_hash(&id);
+	hash = rl_refund_target_hash(&id, r);
 	target = target_find(&id, hash);
 	if (target == NULL)
 		target = target_add(&id, hash);

@@ -114,19 +114,26 @@ extern RlAmount *rl_refund_find(RlTarget *target, RlLevel *level,
 extern bool rl_refund_merge(RlAmount *a, RlAmount *b);
 
 /*
- * The hash of a target's key: its key bytes under the rest (a lease
- * target's incarnation is not part of its key, see RlTargetKey).  The
- * cheap hash of keyhash.h (#9): a trigger row looks its target up.
+ * The hash of a target's key, from a receipt of it: the key's hash (the
+ * engine's when the receipt carries it, #9: the store hashed the key
+ * already), the rest mixed in (a lease target's incarnation is not part
+ * of its key, see RlTargetKey).  A trigger row looks its target up.
  */
 static inline uint64
-rl_refund_target_hash(const RlTargetKey *k)
+rl_refund_target_hash(const RlTargetKey *k, const RlReceipt *r)
 {
-	uint64		seed = ((uint64) k->dbid << 32) | ((uint64) k->algo << 16) |
-		((uint64) k->flags << 8) | (uint64) k->engine;
+	uint64		h;
 
+	/* the key's hash: the engine's, or as the store computes it */
+	if (r->flags & RL_RECEIPT_KEYHASH)
+		h = r->keyhash;
+	else
+		h = rl_key_hash(k->key, k->keylen,
+						((uint64) k->dbid << 8) | (uint64) k->algo);
+	h ^= (((uint64) k->flags << 8) | (uint64) k->engine) * RL_KEYHASH_M2;
 	if (!(k->flags & RL_RECEIPT_TIMELESS))
-		seed ^= k->incarnation * RL_KEYHASH_M3;
-	return rl_key_hash(k->key, k->keylen, seed);
+		h ^= k->incarnation * RL_KEYHASH_M3;
+	return h;
 }
 
 /* Do two targets' keys name the same state? */

@@ -101,7 +101,10 @@ fresh_decide(const RlRequest *req, int64 t, RlOutcome *out)
 	(void) rl_algo(req->algo)->decide(&st, true, t, t, &p, out, &chain);
 }
 
-/* The receipt of what the call consumed from the entry at time t. */
+/*
+ * The receipt of what the call consumed from the entry at time t, with the
+ * key's hash (for the refund tracker, which then need not hash the key).
+ */
 static inline void
 store_receipt(RlReceipt *r, const RlRequest *req, const RlOutcome *out,
 			  const RlEntry *e, int64 t)
@@ -112,10 +115,11 @@ store_receipt(RlReceipt *r, const RlRequest *req, const RlOutcome *out,
 		return;
 	}
 	r->engine = RL_ENGINE_STORE;
-	r->flags = 0;
+	r->flags = RL_RECEIPT_KEYHASH;
 	r->params = req->params;
 	r->time = t;
 	r->incarnation = e->incarnation;
+	r->keyhash = e->hash;
 }
 
 /*
