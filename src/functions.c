@@ -144,7 +144,9 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 	bool		burst_given;
 	int64		burst = 0;
 
-	rl_require_store();
+	/* a site that checked arguments once found the store (it stays) */
+	if (unlikely(!site->checked))
+		rl_require_store();
 	if (unlikely(PG_ARGISNULL(ARG_KEY) || PG_ARGISNULL(ARG_ALGO) ||
 				 PG_ARGISNULL(ARG_LIMIT) || PG_ARGISNULL(ARG_PER) ||
 				 PG_ARGISNULL(ARG_COST)))
