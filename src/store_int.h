@@ -306,9 +306,10 @@ rl_store_key_equal(const RlEntry *e, const char *key, int keylen)
 
 /*
  * The entry holding the state of (database, algorithm, key), or NULL; the
- * slot's partition lock is held.
+ * slot's partition lock is held.  Always inline (#9: on every decision;
+ * the compiler left it out of line once keys were compared inline).
  */
-static inline RlEntry *
+static pg_attribute_always_inline RlEntry *
 rl_store_find(RlSlot slot, Oid dbid, RlAlgo algo, const char *key,
 			  int keylen)
 {
