@@ -12,6 +12,7 @@
 #ifndef RL_STORE_INT_H
 #define RL_STORE_INT_H
 
+#include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
@@ -328,12 +329,37 @@ rl_store_find(RlSlot slot, Oid dbid, RlAlgo algo, const char *key,
 }
 
 /* store_owner.c */
-extern uint16 rl_owner_current(Oid dbid);
+extern uint16 rl_owner_lookup(Oid dbid);
 extern int	rl_owner_claim(Oid dbid, Oid roleid);
 extern uint32 rl_owner_held(uint16 owner, bool blocks);
 extern void rl_owner_count(uint16 owner, bool blocks, int32 delta);
 extern RlRefusal rl_owner_take(uint16 owner, bool blocks, uint32 n);
 extern uint64 rl_owner_cap(bool blocks, bool database);
+
+/* an owner this backend pinned (store_owner.c) */
+typedef struct RlOwnerCached
+{
+	Oid			dbid;
+	Oid			roleid;
+	uint16		slot;
+} RlOwnerCached;
+
+/* this backend's pinned owners, most recently used first (store_owner.c) */
+extern RlOwnerCached rl_owner_cache[];
+extern int	rl_owner_ncached;
+
+/*
+ * The owner slot of a call made now in database dbid (rl_owner_lookup),
+ * the same as the last call's answered inline (#9: on every decision).
+ */
+static inline uint16
+rl_owner_current(Oid dbid)
+{
+	if (likely(rl_owner_ncached > 0 && rl_owner_cache[0].dbid == dbid &&
+			   rl_owner_cache[0].roleid == GetUserId()))
+		return rl_owner_cache[0].slot;
+	return rl_owner_lookup(dbid);
+}
 
 /* store_entry.c */
 extern RlEntry *rl_store_create(RlSlot slot, const RlRequest *req,
