@@ -225,7 +225,8 @@ rl_owner_lookup(Oid dbid)
 			   rl_owner_cache[0].roleid == roleid))
 		return rl_owner_cache[0].slot;
 	for (i = 0; i < rl_owner_ncached; i++)
-		if (rl_owner_cache[i].dbid == dbid && rl_owner_cache[i].roleid == roleid)
+		if (rl_owner_cache[i].dbid == dbid &&
+			rl_owner_cache[i].roleid == roleid)
 			break;
 	if (i < rl_owner_ncached)
 		found = rl_owner_cache[i];
