@@ -150,16 +150,6 @@ rl_arg_key_too_long(int len)
 					   RL_MAX_KEY_LEN)));
 }
 
-/* Check a non-null key argument and point at its bytes. */
-void
-rl_arg_key(text *key, const char **bytes, int *len)
-{
-	*bytes = VARDATA_ANY(key);
-	*len = VARSIZE_ANY_EXHDR(key);
-	if (*len > RL_MAX_KEY_LEN)
-		rl_arg_key_too_long(*len);
-}
-
 /*
  * The window of algorithm algo: p->per and p->period from "per", the zone
  * (ratelimit.time_zone's, or a policy's: zone_given) and an anchor (Unix

@@ -19,7 +19,6 @@ extern void rl_require_store(void);
 extern void rl_arg_not_null(FunctionCallInfo fcinfo, int argno,
 							const char *name);
 extern RlAlgo rl_arg_algo(text *name, bool slots_ok);
-extern void rl_arg_key(text *key, const char **bytes, int *len);
 extern void rl_arg_key_too_long(int len);
 extern void rl_args_init(void);
 extern const pg_tz *rl_arg_time_zone_setting(void);
@@ -36,5 +35,18 @@ extern void rl_arg_cost(int64 cost);
 extern void rl_cost_check(RlAlgo algo, const RlParams *p);
 extern void rl_algo_check_use(RlAlgo algo, bool slots, const char *policy);
 extern void rl_params_check(RlAlgo algo, RlParams *p, bool burst_given);
+
+/*
+ * Check a non-null key argument and point at its bytes.  Inline: every
+ * direct call checks its key (#9).
+ */
+static inline void
+rl_arg_key(text *key, const char **bytes, int *len)
+{
+	*bytes = VARDATA_ANY(key);
+	*len = VARSIZE_ANY_EXHDR(key);
+	if (unlikely(*len > RL_MAX_KEY_LEN))
+		rl_arg_key_too_long(*len);
+}
 
 #endif							/* RL_ARGS_H */

@@ -455,8 +455,9 @@ rl_decide(const RlRequest *req, RlDecision *d)
 	rl_shed_report(req, &d->out);
 	apply_shadow(req, d);
 	rl_stats_count(req, &d->out, d->failed, d->shadowed);
-	if (req->track)
-		rl_track(req, d);
+	/* rl_track's, without its frame (#9) */
+	if (req->track && d->nreceipts > 0)
+		rl_refund_track(req, d->receipts, d->nreceipts);
 }
 
 /*

@@ -29,6 +29,7 @@
 
 #include "args.h"
 #include "dispatch.h"
+#include "keyhash.h"
 #include "policy.h"
 #include "policy_limit.h"
 #include "shed.h"
@@ -126,7 +127,7 @@ site_same_args(const RlCallSite *site, const text *algo, int64 limit,
 		(!burst_given || site->burst == burst) &&
 		site->per.time == per->time && site->per.day == per->day &&
 		site->per.month == per->month &&
-		memcmp(site->algoname, VARDATA_ANY(algo), len) == 0;
+		rl_key_equal(site->algoname, VARDATA_ANY(algo), len);
 }
 
 /*
@@ -147,7 +148,9 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 	bool		burst_given;
 	int64		burst = 0;
 
-	rl_require_store();
+	/* a site that checked arguments once found the store (it stays) */
+	if (unlikely(!site->checked))
+		rl_require_store();
 	if (unlikely(PG_ARGISNULL(ARG_KEY) || PG_ARGISNULL(ARG_ALGO) ||
 				 PG_ARGISNULL(ARG_LIMIT) || PG_ARGISNULL(ARG_PER) ||
 				 PG_ARGISNULL(ARG_COST)))

@@ -73,6 +73,7 @@
 #include "args.h"
 #include "compat.h"
 #include "dispatch.h"
+#include "keyhash.h"
 #include "override.h"
 #include "policy.h"
 #include "policy_limit.h"
@@ -571,7 +572,7 @@ rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
 	if (!policy_role_ready())
 		policy_cache_ready();
 	if (likely(ref->pol != NULL && ref->generation == policy_generation &&
-			   ref->len == len && memcmp(ref->name, name, len) == 0))
+			   ref->len == len && rl_key_equal(ref->name, name, len)))
 		return ref->pol;
 	ref->pol = NULL;
 	if (len >= NAMEDATALEN)

@@ -164,25 +164,20 @@ report_binding(RlRequest *req, const RlRequest *reqs, const RlDecision *ds,
 }
 
 /*
- * Decide a call (a function's or a trigger's row) under a policy.  Under
- * a policy with several limits, all or nothing: what an admitted call
- * consumed is tracked under each limit (req->track), and d reports the
+ * Decide a call under a policy with several limits (rl_decide_policy's
+ * other case), all or nothing: what an admitted call consumed is tracked
+ * under each limit (req->track), and d reports the
  * binding limit, whose algorithm and parameters req then carries (for the
  * result's limit, capacity and window, and a trigger's message); d has no
  * receipts then: it cannot be given back as a whole.
  */
 void
-rl_decide_policy(RlRequest *req, RlDecision *d)
+rl_decide_limits(RlRequest *req, RlDecision *d)
 {
 	RlRequest	reqs[1 + RL_MAX_LIMITS];
 	RlDecision	ds[1 + RL_MAX_LIMITS];
 	int			n;
 
-	if (likely(req->nlimits == 0))
-	{
-		rl_decide(req, d);
-		return;
-	}
 	n = limit_requests(req, true, reqs);
 	(void) rl_decide_all(reqs, n, ds);
 	report_binding(req, reqs, ds, binding_limit(ds, n), d);

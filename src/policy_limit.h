@@ -30,9 +30,24 @@ extern const char *const rl_policy_limit_columns;
 extern void rl_policy_limit_put(RlExtraLimit **limits, int *n,
 								MemoryContext cxt, const Datum *values,
 								const bool *nulls);
-extern void rl_decide_policy(RlRequest *req, RlDecision *d);
+extern void rl_decide_limits(RlRequest *req, RlDecision *d);
 extern void rl_adjust_policy(RlRequest *req, RlDecision *d);
 extern int64 rl_reset_policy(const RlRequest *req);
 extern void rl_limits_refuse(const RlRequest *req, const char *function);
+
+/*
+ * Decide a call (a function's or a trigger's row) under a policy: with
+ * one limit (nearly always), the dispatcher's decision, called directly
+ * (#9: no frame of the several-limits case on every call); with several,
+ * rl_decide_limits.
+ */
+static inline void
+rl_decide_policy(RlRequest *req, RlDecision *d)
+{
+	if (likely(req->nlimits == 0))
+		rl_decide(req, d);
+	else
+		rl_decide_limits(req, d);
+}
 
 #endif							/* RL_POLICY_LIMIT_H */

@@ -78,10 +78,8 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "common/hashfn.h"
 #include "common/int.h"
 #include "storage/ipc.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "algo_common.h"
@@ -93,7 +91,19 @@
 
 static MemoryContext refund_cxt = NULL;
 static RlBatch *batch = NULL;	/* the transaction's, if it tracked */
-static HTAB *targets = NULL;
+
+/*
+ * The transaction's targets: a chained hash table of buckets[mask + 1],
+ * grown to twice its size when it holds more targets than buckets.  (Its
+ * own rather than dynahash: a quota trigger looks its target up on every
+ * row, and dynahash's generic lookup cost about 280 instructions there,
+ * #9.)  Targets never move: amounts point at them.
+ */
+#define RL_TARGETS_FIRST	64	/* buckets at first (a power of two) */
+#define RL_TARGETS_MAX		(1 << 24)	/* buckets at most */
+static RlTarget **buckets = NULL;
+static uint32 bucket_mask = 0;
+static uint32 ntargets = 0;
 static RlLevel *levels = NULL;	/* innermost first */
 static RlAmount *free_amounts = NULL;
 static RlLevel *free_levels = NULL;
@@ -123,29 +133,95 @@ static void refund_exit(int code, Datum arg);
 static void
 refund_begin(void)
 {
-	HASHCTL		ctl;
-
 	if (!callbacks_registered)
 	{
 		RegisterXactCallback(refund_xact_callback, NULL);
 		RegisterSubXactCallback(refund_subxact_callback, NULL);
 		callbacks_registered = true;
 	}
-	if (targets != NULL)
+	if (buckets != NULL)
 		return;
 	refund_cxt = AllocSetContextCreate(TopMemoryContext,
 									   "ratelimit refunds",
 									   ALLOCSET_DEFAULT_SIZES);
 	batch = MemoryContextAllocZero(refund_cxt, sizeof(RlBatch));
 	batch->cxt = refund_cxt;
-	ctl.keysize = sizeof(RlTargetKey);
-	ctl.entrysize = sizeof(RlTarget);
-	ctl.hash = rl_refund_target_hash;
-	ctl.match = rl_refund_target_match;
-	ctl.hcxt = refund_cxt;
-	targets = hash_create("ratelimit refund targets", 64, &ctl,
-						  HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-						  HASH_CONTEXT);
+	buckets = MemoryContextAllocZero(refund_cxt,
+									 RL_TARGETS_FIRST * sizeof(RlTarget *));
+	bucket_mask = RL_TARGETS_FIRST - 1;
+	ntargets = 0;
+}
+
+/*
+ * The target of that key (its hash computed), or NULL.
+ */
+static inline RlTarget *
+target_find(const RlTargetKey *id, uint64 hash)
+{
+	RlTarget   *t;
+
+	for (t = buckets[hash & bucket_mask]; t != NULL; t = t->hnext)
+		if (t->hash == hash && rl_refund_target_same(&t->id, id))
+			return t;
+	return NULL;
+}
+
+/*
+ * Twice as many buckets, once there are more targets than buckets (up to
+ * RL_TARGETS_MAX: past it, chains grow).  Raises an error if memory runs
+ * out (only ever called tracking a call, not at commit or abort).
+ */
+static void
+targets_grow(void)
+{
+	uint32		n = bucket_mask + 1;
+	RlTarget  **grown;
+	uint32		i;
+
+	if (ntargets <= n || n >= RL_TARGETS_MAX)
+		return;
+	grown = MemoryContextAllocZero(refund_cxt, 2 * n * sizeof(RlTarget *));
+	for (i = 0; i < n; i++)
+	{
+		RlTarget   *t = buckets[i];
+
+		while (t != NULL)
+		{
+			RlTarget   *next = t->hnext;
+			uint32		b = (uint32) (t->hash & (2 * n - 1));
+
+			t->hnext = grown[b];
+			grown[b] = t;
+			t = next;
+		}
+	}
+	pfree(buckets);
+	buckets = grown;
+	bucket_mask = 2 * n - 1;
+}
+
+/*
+ * A new target of that key (copied: a target never points at the caller's
+ * key), its hash computed, with no amounts yet.
+ */
+static RlTarget *
+target_add(const RlTargetKey *id, uint64 hash)
+{
+	RlTarget   *t = MemoryContextAlloc(refund_cxt, sizeof(RlTarget));
+	char	   *key = MemoryContextAlloc(refund_cxt, Max(id->keylen, 1));
+
+	memcpy(key, id->key, id->keylen);
+	t->id = *id;
+	t->id.key = key;
+	t->id.kind = rl_refund_kind(id->algo, id->flags);
+	t->amounts = NULL;
+	t->batch = batch;
+	t->hash = hash;
+	t->hnext = buckets[hash & bucket_mask];
+	buckets[hash & bucket_mask] = t;
+	ntargets++;
+	targets_grow();
+	return t;
 }
 
 /*
@@ -168,7 +244,8 @@ refund_forget(void)
 	}
 	batch = NULL;
 	refund_cxt = NULL;
-	targets = NULL;
+	buckets = NULL;
+	ntargets = 0;
 	levels = NULL;
 	free_amounts = NULL;
 	free_levels = NULL;
@@ -299,6 +376,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 {
 	RlTargetKey id;
 	RlTarget   *target;
+	uint64		hash;
 
 	memset(&id, 0, sizeof(id));
 	id.key = req->key;
@@ -308,19 +386,10 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 	id.engine = r->engine;
 	id.flags = r->flags;
 	id.incarnation = r->incarnation;
-	target = hash_search(targets, &id, HASH_FIND, NULL);
+	hash = rl_refund_target_hash(&id, r);
+	target = target_find(&id, hash);
 	if (target == NULL)
-	{
-		/* copied first: an entry never points at the caller's key */
-		char	   *key = MemoryContextAlloc(refund_cxt, Max(id.keylen, 1));
-
-		memcpy(key, id.key, id.keylen);
-		target = hash_search(targets, &id, HASH_ENTER, NULL);
-		target->id.key = key;
-		target->id.kind = rl_refund_kind(id.algo, id.flags);
-		target->amounts = NULL;
-		target->batch = batch;
-	}
+		target = target_add(&id, hash);
 	else if ((r->flags & RL_RECEIPT_TIMELESS) &&
 			 !lease_current(target, r->incarnation))
 		return;

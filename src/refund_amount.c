@@ -14,41 +14,9 @@
  */
 #include "postgres.h"
 
-#include "common/hashfn.h"
 #include "utils/memutils.h"
 
 #include "refund_int.h"
-
-/* dynahash: hash a target's key (its key bytes and the rest) */
-uint32
-rl_refund_target_hash(const void *key, Size keysize)
-{
-	const RlTargetKey *k = (const RlTargetKey *) key;
-	uint32		h = hash_bytes((const unsigned char *) k->key, k->keylen);
-
-	h = hash_combine(h, k->dbid);
-	h = hash_combine(h, ((uint32) k->algo << 16) | ((uint32) k->flags << 8) |
-					 (uint32) k->engine);
-	if (k->flags & RL_RECEIPT_TIMELESS)
-		return h;
-	h = hash_combine(h, (uint32) k->incarnation);
-	return hash_combine(h, (uint32) (k->incarnation >> 32));
-}
-
-/* dynahash: 0 if two targets' keys are the same state */
-int
-rl_refund_target_match(const void *key1, const void *key2, Size keysize)
-{
-	const RlTargetKey *a = (const RlTargetKey *) key1;
-	const RlTargetKey *b = (const RlTargetKey *) key2;
-
-	return !(a->keylen == b->keylen && a->dbid == b->dbid &&
-			 a->algo == b->algo && a->engine == b->engine &&
-			 a->flags == b->flags &&
-			 (a->incarnation == b->incarnation ||
-			  (a->flags & RL_RECEIPT_TIMELESS)) &&
-			 memcmp(a->key, b->key, a->keylen) == 0);
-}
 
 /*
  * Make room for n pairs in the amount.  Raises an error when memory runs

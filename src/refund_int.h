@@ -13,6 +13,7 @@
 
 #include "algo_common.h"
 #include "engine.h"
+#include "keyhash.h"
 
 /*
  * How a target's refunds add up, from its algorithm's refund_grain and its
@@ -72,10 +73,12 @@ typedef struct RlBatch
 
 typedef struct RlTarget
 {
-	RlTargetKey id;				/* first: the hash key */
+	RlTargetKey id;				/* the hash key */
 	RlAmount   *amounts;		/* innermost level first; within a level,
 								 * the latest used first */
 	RlBatch    *batch;			/* the transaction's tracking it is of */
+	struct RlTarget *hnext;		/* the next of its bucket (refund.c) */
+	uint64		hash;			/* rl_refund_target_hash of id */
 } RlTarget;
 
 struct RlAmount
@@ -101,9 +104,6 @@ struct RlLevel
 	RlLevel    *up;				/* the enclosing level (or free list) */
 };
 
-extern uint32 rl_refund_target_hash(const void *key, Size keysize);
-extern int	rl_refund_target_match(const void *key1, const void *key2,
-								   Size keysize);
 extern RlTargetKind rl_refund_kind(RlAlgo algo, uint8 flags);
 extern bool rl_refund_append(RlAmount *a, const RlParams *p, int64 t,
 							 int64 cost, bool no_oom);
@@ -112,6 +112,41 @@ extern void rl_refund_unlink(RlAmount *a);
 extern RlAmount *rl_refund_find(RlTarget *target, RlLevel *level,
 								const RlParams *p);
 extern bool rl_refund_merge(RlAmount *a, RlAmount *b);
+
+/*
+ * The hash of a target's key, from a receipt of it: the key's hash (the
+ * engine's when the receipt carries it, #9: the store hashed the key
+ * already), the rest mixed in (a lease target's incarnation is not part
+ * of its key, see RlTargetKey).  A trigger row looks its target up.
+ */
+static inline uint64
+rl_refund_target_hash(const RlTargetKey *k, const RlReceipt *r)
+{
+	uint64		h;
+
+	/* the key's hash: the engine's, or as the store computes it */
+	if (r->flags & RL_RECEIPT_KEYHASH)
+		h = r->keyhash;
+	else
+		h = rl_key_hash(k->key, k->keylen,
+						((uint64) k->dbid << 8) | (uint64) k->algo);
+	h ^= (((uint64) k->flags << 8) | (uint64) k->engine) * RL_KEYHASH_M2;
+	if (!(k->flags & RL_RECEIPT_TIMELESS))
+		h ^= k->incarnation * RL_KEYHASH_M3;
+	return h;
+}
+
+/* Do two targets' keys name the same state? */
+static inline bool
+rl_refund_target_same(const RlTargetKey *a, const RlTargetKey *b)
+{
+	return a->keylen == b->keylen && a->dbid == b->dbid &&
+		a->algo == b->algo && a->engine == b->engine &&
+		a->flags == b->flags &&
+		(a->incarnation == b->incarnation ||
+		 (a->flags & RL_RECEIPT_TIMELESS)) &&
+		rl_key_equal(a->key, b->key, a->keylen);
+}
 
 /*
  * May calls with parameters p and q share an amount of the target: does

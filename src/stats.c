@@ -457,7 +457,7 @@ slot_claim(const RlStatsKey *key, RlStatsHandle *handle)
  * Does the handle still hold: its slot not freed since it was claimed, or,
  * on "(other)", no room made since?
  */
-static bool
+static inline bool
 handle_current(const RlStatsHandle *handle)
 {
 	if (handle->slot > 0)
@@ -478,25 +478,34 @@ request_key(const RlRequest *req, RlStatsKey *key)
 }
 
 /*
+ * Claim a slot for the request's identity again, for its handle (which was
+ * not current).  Out of line: rare, and its key would make every count's
+ * frame larger.
+ */
+static pg_noinline void
+handle_claim(RlStatsHandle *handle, const RlRequest *req)
+{
+	RlStatsKey	key;
+
+	request_key(req, &key);
+	slot_claim(&key, handle);
+}
+
+/*
  * Count one decision of a request, in the slot the handle points to; the
  * handle is checked first (its slot may have changed hands, or room may
  * have been made for an identity counted under "(other)") and claimed
  * again if needed.  The counters are added atomically, without a lock.
  */
-static inline void
+static pg_attribute_always_inline void
 count_in(RlStatsHandle *handle, const RlRequest *req, const RlOutcome *out,
 		 bool failed, bool shadowed)
 {
 	RlStatsSlot *slot;
 	int64		capacity;
 
-	if (!handle_current(handle))
-	{
-		RlStatsKey	key;
-
-		request_key(req, &key);
-		slot_claim(&key, handle);
-	}
+	if (unlikely(!handle_current(handle)))
+		handle_claim(handle, req);
 	slot = &rl_stats->slots[handle->slot];
 
 	if (failed)
@@ -528,43 +537,19 @@ rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
 }
 
 /*
- * Count one decision of a request: in the slot of the handle the request
- * carries (a policy's, found once), else with the handle this backend keeps
- * for the request's identity: for a direct call of this database, one per
- * algorithm; for anything else, an entry of a backend-local hash table,
- * dropped when it grows past RL_STATS_CACHE_MAX identities.  Only the last
- * hashes the identity on every call.
+ * Count one decision of a request under an identity other than a policy's
+ * or a direct call's of this database (rl_stats_count): with the handle of
+ * an entry of a backend-local hash table, dropped when it grows past
+ * RL_STATS_CACHE_MAX identities; it hashes the identity on every call.
  */
-void
-rl_stats_count(const RlRequest *req, const RlOutcome *out, bool failed,
-			   bool shadowed)
+static pg_noinline void
+count_by_identity(const RlRequest *req, const RlOutcome *out, bool failed,
+				  bool shadowed)
 {
-	static RlStatsHandle direct[RL_NUM_ALGOS];
-	static bool direct_ready = false;
 	RlStatsKey	key;
 	RlStatsCacheEntry *entry;
 	bool		found;
-	int			i;
 
-	if (rl_stats == NULL)
-		return;
-	if (likely(req->stats != NULL))
-	{
-		count_in(req->stats, req, out, failed, shadowed);
-		return;
-	}
-	if (req->policy == NULL && req->dbid == MyDatabaseId &&
-		(int) req->algo >= 0 && req->algo < RL_NUM_ALGOS)
-	{
-		if (unlikely(!direct_ready))
-		{
-			for (i = 0; i < RL_NUM_ALGOS; i++)
-				direct[i] = (RlStatsHandle) RL_STATS_HANDLE_INIT;
-			direct_ready = true;
-		}
-		count_in(&direct[req->algo], req, out, failed, shadowed);
-		return;
-	}
 	if (slot_cache != NULL &&
 		hash_get_num_entries(slot_cache) >= RL_STATS_CACHE_MAX)
 	{
@@ -587,6 +572,43 @@ rl_stats_count(const RlRequest *req, const RlOutcome *out, bool failed,
 	if (!found)
 		entry->handle = (RlStatsHandle) RL_STATS_HANDLE_INIT;
 	count_in(&entry->handle, req, out, failed, shadowed);
+}
+
+/*
+ * Count one decision of a request: in the slot of the handle the request
+ * carries (a policy's, found once), else with the handle this backend keeps
+ * for the request's identity: for a direct call of this database, one per
+ * algorithm; for anything else, count_by_identity's.  The first two cost
+ * no hash and no frame but this one's (#9).
+ */
+void
+rl_stats_count(const RlRequest *req, const RlOutcome *out, bool failed,
+			   bool shadowed)
+{
+	static RlStatsHandle direct[RL_NUM_ALGOS];
+	static bool direct_ready = false;
+	int			i;
+
+	if (rl_stats == NULL)
+		return;
+	if (likely(req->stats != NULL))
+	{
+		count_in(req->stats, req, out, failed, shadowed);
+		return;
+	}
+	if (req->policy == NULL && req->dbid == MyDatabaseId &&
+		(int) req->algo >= 0 && req->algo < RL_NUM_ALGOS)
+	{
+		if (unlikely(!direct_ready))
+		{
+			for (i = 0; i < RL_NUM_ALGOS; i++)
+				direct[i] = (RlStatsHandle) RL_STATS_HANDLE_INIT;
+			direct_ready = true;
+		}
+		count_in(&direct[req->algo], req, out, failed, shadowed);
+		return;
+	}
+	count_by_identity(req, out, failed, shadowed);
 }
 
 /*

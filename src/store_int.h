@@ -12,12 +12,13 @@
 #ifndef RL_STORE_INT_H
 #define RL_STORE_INT_H
 
-#include "common/hashfn.h"
+#include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/spin.h"
 
 #include "compat.h"
+#include "keyhash.h"
 #include "store.h"
 
 #define RL_MAX_PARTITIONS	128
@@ -256,14 +257,19 @@ rl_store_call_init(RlCall *call, uint16 owner)
 	call->before = PG_INT64_MIN;
 }
 
-/* Where the state of (database, algorithm, key) lives. */
+/*
+ * Where the state of (database, algorithm, key) lives.  The hash is
+ * keyhash.h's (#9: a third of hash_bytes_extended's cost on a short key);
+ * it lives in shared memory only (the state file and WAL records hold
+ * keys, hashed again as they are read).
+ */
 static inline RlSlot
 rl_store_slot(Oid dbid, RlAlgo algo, const char *key, int keylen)
 {
 	RlSlot		slot;
 
-	slot.hash = hash_bytes_extended((const unsigned char *) key, keylen,
-									((uint64) dbid << 8) | (uint64) algo);
+	slot.hash = rl_key_hash(key, keylen,
+							((uint64) dbid << 8) | (uint64) algo);
 	slot.partno = (int) (slot.hash & (uint64) (rl_store->nparts - 1));
 	return slot;
 }
@@ -289,7 +295,7 @@ rl_store_key_equal(const RlEntry *e, const char *key, int keylen)
 	int			n = Min(keylen, RL_KEY_INLINE);
 	uint32		block = e->key_more;
 
-	if (e->keylen != keylen || memcmp(e->key, key, n) != 0)
+	if (e->keylen != keylen || !rl_key_equal(e->key, key, n))
 		return false;
 	for (key += n, keylen -= n; keylen > 0; key += n, keylen -= n)
 	{
@@ -303,9 +309,10 @@ rl_store_key_equal(const RlEntry *e, const char *key, int keylen)
 
 /*
  * The entry holding the state of (database, algorithm, key), or NULL; the
- * slot's partition lock is held.
+ * slot's partition lock is held.  Always inline (#9: on every decision;
+ * the compiler left it out of line once keys were compared inline).
  */
-static inline RlEntry *
+static pg_attribute_always_inline RlEntry *
 rl_store_find(RlSlot slot, Oid dbid, RlAlgo algo, const char *key,
 			  int keylen)
 {
@@ -324,12 +331,37 @@ rl_store_find(RlSlot slot, Oid dbid, RlAlgo algo, const char *key,
 }
 
 /* store_owner.c */
-extern uint16 rl_owner_current(Oid dbid);
+extern uint16 rl_owner_lookup(Oid dbid);
 extern int	rl_owner_claim(Oid dbid, Oid roleid);
 extern uint32 rl_owner_held(uint16 owner, bool blocks);
 extern void rl_owner_count(uint16 owner, bool blocks, int32 delta);
 extern RlRefusal rl_owner_take(uint16 owner, bool blocks, uint32 n);
 extern uint64 rl_owner_cap(bool blocks, bool database);
+
+/* an owner this backend pinned (store_owner.c) */
+typedef struct RlOwnerCached
+{
+	Oid			dbid;
+	Oid			roleid;
+	uint16		slot;
+} RlOwnerCached;
+
+/* this backend's pinned owners, most recently used first (store_owner.c) */
+extern RlOwnerCached rl_owner_cache[];
+extern int	rl_owner_ncached;
+
+/*
+ * The owner slot of a call made now in database dbid (rl_owner_lookup),
+ * the same as the last call's answered inline (#9: on every decision).
+ */
+static inline uint16
+rl_owner_current(Oid dbid)
+{
+	if (likely(rl_owner_ncached > 0 && rl_owner_cache[0].dbid == dbid &&
+			   rl_owner_cache[0].roleid == GetUserId()))
+		return rl_owner_cache[0].slot;
+	return rl_owner_lookup(dbid);
+}
 
 /* store_entry.c */
 extern RlEntry *rl_store_create(RlSlot slot, const RlRequest *req,

@@ -180,16 +180,12 @@ rl_owner_claim(Oid dbid, Oid roleid)
 	return owner_init(free_slot, dbid, roleid, db, role);
 }
 
-typedef struct RlOwnerCached
-{
-	Oid			dbid;
-	Oid			roleid;
-	uint16		slot;
-} RlOwnerCached;
-
-/* this backend's pinned owners, most recently used first */
-static RlOwnerCached owner_cache[RL_OWNER_CACHE];
-static int	owner_ncached = 0;
+/*
+ * this backend's pinned owners, most recently used first (not static:
+ * rl_owner_current, inline in store_int.h, looks at the first, #9)
+ */
+RlOwnerCached rl_owner_cache[RL_OWNER_CACHE];
+int			rl_owner_ncached = 0;
 
 /* Let go of a slot this backend pinned. */
 static void
@@ -204,19 +200,20 @@ owner_unpin_all(int code, Datum arg)
 {
 	int			i;
 
-	for (i = 0; i < owner_ncached; i++)
-		owner_unpin(owner_cache[i].slot);
-	owner_ncached = 0;
+	for (i = 0; i < rl_owner_ncached; i++)
+		owner_unpin(rl_owner_cache[i].slot);
+	rl_owner_ncached = 0;
 }
 
 /*
  * The owner slot of a call made now in database dbid: (dbid, the current
  * user).  Found in the backend's cache, or claimed under the owner lock
  * and pinned, so that the slot cannot be handed to another owner while it
- * is cached.  Called before any partition lock is taken.
+ * is cached.  Called before any partition lock is taken, through
+ * rl_owner_current (store_int.h), which answers the usual case inline.
  */
 uint16
-rl_owner_current(Oid dbid)
+rl_owner_lookup(Oid dbid)
 {
 	static bool exit_registered = false;
 	Oid			roleid = GetUserId();
@@ -224,14 +221,15 @@ rl_owner_current(Oid dbid)
 	int			i;
 
 	/* the same owner as the last call: nearly always */
-	if (likely(owner_ncached > 0 && owner_cache[0].dbid == dbid &&
-			   owner_cache[0].roleid == roleid))
-		return owner_cache[0].slot;
-	for (i = 0; i < owner_ncached; i++)
-		if (owner_cache[i].dbid == dbid && owner_cache[i].roleid == roleid)
+	if (likely(rl_owner_ncached > 0 && rl_owner_cache[0].dbid == dbid &&
+			   rl_owner_cache[0].roleid == roleid))
+		return rl_owner_cache[0].slot;
+	for (i = 0; i < rl_owner_ncached; i++)
+		if (rl_owner_cache[i].dbid == dbid &&
+			rl_owner_cache[i].roleid == roleid)
 			break;
-	if (i < owner_ncached)
-		found = owner_cache[i];
+	if (i < rl_owner_ncached)
+		found = rl_owner_cache[i];
 	else
 	{
 		if (!exit_registered)
@@ -246,17 +244,17 @@ rl_owner_current(Oid dbid)
 		pg_atomic_fetch_add_u32(&rl_owner_slots[found.slot].pins, 1);
 		LWLockRelease(owner_lock());
 		/* forget the least recently used */
-		if (owner_ncached == RL_OWNER_CACHE)
-			owner_unpin(owner_cache[--owner_ncached].slot);
-		i = owner_ncached++;
+		if (rl_owner_ncached == RL_OWNER_CACHE)
+			owner_unpin(rl_owner_cache[--rl_owner_ncached].slot);
+		i = rl_owner_ncached++;
 	}
 	/*
 	 * move the others down one place (valgrind takes a fortified memmove of
 	 * overlapping entries for a memcpy)
 	 */
 	for (; i > 0; i--)
-		owner_cache[i] = owner_cache[i - 1];
-	owner_cache[0] = found;
+		rl_owner_cache[i] = rl_owner_cache[i - 1];
+	rl_owner_cache[0] = found;
 	return found.slot;
 }
 

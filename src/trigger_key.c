@@ -141,25 +141,57 @@ key_add(RlKeyBuf *kb, const char *bytes, int n)
 }
 
 /*
- * Append an integer in decimal (as int8out writes it): written from the
- * end of a buffer, digit by digit, in unsigned arithmetic so that the
+ * Append an integer in decimal (as int8out writes it), straight into the
+ * key: its digits counted first, then written from the last, two at a
+ * time from a table (#9: a quota trigger's integer key column is written
+ * on every row, and one division per digit, then a copy, cost about 100
+ * instructions on a five-digit id), in unsigned arithmetic so that the
  * smallest value has its digits too.
  */
 static void
 key_add_int(RlKeyBuf *kb, int64 value)
 {
-	char		buf[MAXINT8LEN + 1];
-	char	   *p = buf + sizeof(buf);
+	static const char pairs[] =
+		"0001020304050607080910111213141516171819"
+		"2021222324252627282930313233343536373839"
+		"4041424344454647484950515253545556575859"
+		"6061626364656667686970717273747576777879"
+		"8081828384858687888990919293949596979899";
 	uint64		u = value < 0 ? -(uint64) value : (uint64) value;
+	uint64		bound = 10;
+	int			n = 1;
+	char	   *p;
 
-	do
+	/* digits: up to 20 (bound would pass 2^64 after 10^19) */
+	while (n < 20 && u >= bound)
 	{
-		*--p = (char) ('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
+		n++;
+		bound *= 10;
+	}
+	if (value < 0)
+		n++;
+	if (n > RL_MAX_KEY_LEN - kb->len)
+	{
+		kb->len += n;			/* too long: counted, not written */
+		return;
+	}
+	kb->len += n;
+	p = kb->data + kb->len;
+	while (u >= 100)
+	{
+		p -= 2;
+		memcpy(p, &pairs[(u % 100) * 2], 2);
+		u /= 100;
+	}
+	if (u >= 10)
+	{
+		p -= 2;
+		memcpy(p, &pairs[u * 2], 2);
+	}
+	else
+		*--p = (char) ('0' + u);
 	if (value < 0)
 		*--p = '-';
-	key_add(kb, p, buf + sizeof(buf) - p);
 }
 
 /* Append n bytes in lower-case hex. */

@@ -646,9 +646,15 @@ fi
 	section redis redis_section
 	section cost cost_section
 	echo
+	kept_section "Where a decision's instructions go (issue 9)"
+	echo
 	kept_section "Usage over a million keys (issue 11)"
 	echo
 	kept_section "Refund tracking memory (issues 6 and 9)"
+	echo
+	kept_section "Concurrency limits (#12)"
+	echo
+	kept_section "Durable policies (issue 10)"
 } | cat -s >"$tmp/report.md"
 cp "$tmp/report.md" "$outdir/report.md"
 if phase_ok redis; then
