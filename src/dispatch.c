@@ -666,56 +666,59 @@ engine_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
  * Decide n requests all or nothing when some keys have an override that
  * answers without an engine (override_decision): those are answered here,
  * the others decided by the engines all or nothing among themselves.  If
- * a block denies (and its policy is no shadow), the others are only
- * looked at (cost 0, anything it took given back), as the rows of a check
- * that did not admit report.  Returns whether all admitted.
+ * a block denies (and its policy is no shadow: *blocked), the others are
+ * only looked at (cost 0, anything it took given back), as the rows of a
+ * check that did not admit report.  Returns whether all admitted.
  */
 static bool
 override_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
-					RlDecision *ds)
+					RlDecision *ds, bool *blocked)
 {
 	RlRequest	sub[RL_MAX_MULTI];
 	RlDecision	subd[RL_MAX_MULTI];
 	int			subidx[RL_MAX_MULTI];
 	int			nsub = 0;
-	bool		blocked = false;
 	bool		all = true;
 	int			i;
 
+	*blocked = false;
 	for (i = 0; i < n; i++)
 	{
 		if (reqs[i].override != 0 &&
 			rl_override_decision(&reqs[i], now, &ds[i]))
 		{
 			if (!ds[i].out.allowed && !reqs[i].shadow)
-				blocked = true;
+				*blocked = true;
 			continue;
 		}
 		subidx[nsub] = i;
 		sub[nsub++] = reqs[i];
 	}
 	if (nsub == 0)
-		return !blocked;
+		return !*blocked;
 	for (i = 0; i < nsub; i++)
 	{
 		decision_init(&subd[i]);
-		if (blocked)
+		if (*blocked)
 			sub[i].params.cost = 0;
 	}
 	all = engine_decide_all(sub, nsub, now, backend, subd);
 	for (i = 0; i < nsub; i++)
 	{
-		if (blocked)
+		if (*blocked)
 			rl_give_back(&sub[i], &subd[i]);
 		ds[subidx[i]] = subd[i];
 	}
-	return all && !blocked;
+	return all && !*blocked;
 }
 
 /*
  * Decide n requests all or nothing when some have an override or a
  * penalty box: the keys in their box are blocked until its end
  * (override_decide_all), and the keys the engines denied go into theirs.
+ * When a block denied, the others were only looked at: a look is no
+ * attempt, so none of them goes into its box (a key over a limit lowered
+ * since would otherwise be boxed by another key's block).
  */
 static bool
 boxed_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
@@ -723,13 +726,16 @@ boxed_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
 {
 	RlRequest	boxed[RL_MAX_MULTI];
 	bool		all;
+	bool		blocked;
 	int			i;
 
 	memcpy(boxed, reqs, sizeof(RlRequest) * n);
 	for (i = 0; i < n; i++)
 		if (reqs[i].block_duration > 0 && !answered_at(&reqs[i], now))
 			(void) penalty_look(&reqs[i], now, backend, &boxed[i]);
-	all = override_decide_all(boxed, n, now, backend, ds);
+	all = override_decide_all(boxed, n, now, backend, ds, &blocked);
+	if (blocked)
+		return all;
 	for (i = 0; i < n; i++)
 		if (boxed[i].block_duration > 0 && !answered_at(&boxed[i], now))
 			penalty_start(&boxed[i], now, backend, &ds[i]);
