@@ -37,6 +37,7 @@ OBJS = \
 	src/dispatch_admin.o \
 	src/dispatch_slots.o \
 	src/dispatch_durable.o \
+	src/dispatch_penalty.o \
 	src/args.o \
 	src/policy_row.o \
 	src/policy.o \

@@ -25,6 +25,7 @@
 
 #include "dispatch.h"
 #include "dispatch_durable.h"
+#include "dispatch_penalty.h"
 #include "refund.h"
 #include "stats.h"
 #include "store.h"
@@ -312,41 +313,6 @@ engine_decide(const RlRequest *req, int64 now, int backend, RlDecision *d)
 		local_decide(req, now, d);
 	else
 		remote_decide(req, now, backend, rl_request_fail_mode(req), d);
-}
-
-/*
- * A policy's penalty box (block_duration): after a denial, its key is
- * denied for that long.  The box is a state of its own beside the key's,
- * kept by the same engine: a token bucket of one token refilled over
- * block_duration, under the stored key's policy name, two NULs and the
- * key (text has no NUL, so no other key is spelt so).  A denial takes the
- * token; while the bucket is not full again, the key is in the box.
- * Decisions of the box are not counted and never refunded.  buf holds
- * RL_MAX_STORED_KEY bytes.
- */
-void
-rl_penalty_request(const RlRequest *req, int64 cost, char *buf,
-				   RlRequest *box)
-{
-	int			namelen = strlen(req->policy);
-
-	rl_request_init(box);
-	box->algo = RL_TOKEN_BUCKET;
-	box->dbid = req->dbid;
-	memcpy(buf, req->key, namelen + 1);
-	buf[namelen + 1] = '\0';
-	memcpy(buf + namelen + 2, req->key + namelen + 1,
-		   req->keylen - namelen - 1);
-	box->key = buf;
-	box->keylen = req->keylen + 1;
-	box->policy = buf;
-	box->params.limit = 1;
-	box->params.burst = 1;
-	box->params.per = req->block_duration;
-	box->params.cost = cost;
-	box->at = req->at;
-	box->backend = req->backend;
-	box->fail_mode = req->fail_mode;
 }
 
 /*

@@ -30,17 +30,9 @@ log_statement = none
 });
 $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 
-sub env_int
-{
-	my ($name, $default) = @_;
-	my $v = $ENV{$name};
-	return $default if !defined $v || $v eq '';
-	die "$name must be a non-negative integer, not \"$v\"" unless $v =~ /^\d+$/;
-	return $v;
-}
-my $seed  = env_int('RL_SEED',      20261201);
-my $nseq  = env_int('RL_SEQUENCES', 8);
-my $ncall = env_int('RL_CALLS',     300);
+my $seed  = RlModel::env_int('RL_SEED',      20261201);
+my $nseq  = RlModel::env_int('RL_SEQUENCES', 8);
+my $ncall = RlModel::env_int('RL_CALLS',     300);
 diag("RL_SEED=$seed ($nseq sequences of $ncall operations per backend)");
 
 my %has_burst = (token_bucket => 1, leaky_bucket => 1);

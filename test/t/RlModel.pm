@@ -611,6 +611,25 @@ sub ts_literal
 		$tm[5] + 1900, $tm[4] + 1, @tm[ 3, 2, 1, 0 ], $frac);
 }
 
+=pod
+
+=head2 RlModel::env_int($name, $default)
+
+A run's size or seed from the environment variable $name (RL_SEED,
+RL_SEQUENCES, RL_CALLS): a non-negative integer, or $default when unset
+or empty.
+
+=cut
+
+sub env_int
+{
+	my ($name, $default) = @_;
+	my $v = $ENV{$name};
+	return $default if !defined $v || $v eq '';
+	croak "$name must be a non-negative integer, not \"$v\"" unless $v =~ /^\d+$/;
+	return $v;
+}
+
 # The windows the sequences use: microseconds and the interval's SQL text.
 # The calendar periods calendar sequences use (fixed_window under a policy
 # each): the period, its interval's SQL text, and a nominal length for the
