@@ -366,12 +366,22 @@ BEGIN
 	RETURN '"' || replace(replace(name, '\', '\\'), '"', '\"') || '"';
 END $$;
 
+-- A count as a structured-field Integer (RFC 9651, section 3.3.1): at
+-- most 15 digits, so a larger one is sent as 999999999999999 (a limit
+-- of 2^63 - 1 is "more than a client will use" either way).
+CREATE FUNCTION rl_sf_integer(n numeric) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+	SELECT least(n, 999999999999999)::bigint::text
+$$;
+
 -- The headers of rl_headers(d) and the RateLimit-Policy and RateLimit
--- fields of draft-ietf-httpapi-ratelimit-headers-11 for a policy of that
--- name: q the capacity, w the window in seconds (left out for months,
--- which have no fixed length), r what remains, t the seconds until the
--- allowance is back (reset_at), or when denied until a retry may pass
--- (retry_after, so that Retry-After is never before its end).  at: the
+-- fields of draft-ietf-httpapi-ratelimit-headers-11 (May 2026, the latest
+-- draft) for a policy of that name: q the capacity, w the window in
+-- seconds (left out for months, which have no fixed length), r what
+-- remains, t the seconds until the allowance is back (reset_at), or when
+-- denied until a retry may pass (retry_after, so that Retry-After is
+-- never before its end); each an Integer of at most 15 digits.  at: the
 -- time of the decision (NULL: the statement's start), for the delta t.
 CREATE FUNCTION rl_headers(d rl_decision, policy text,
 						   at timestamptz DEFAULT NULL)
@@ -380,18 +390,18 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
 	SELECT rl_headers(d) || jsonb_strip_nulls(jsonb_build_object(
 		'RateLimit-Policy', rl_sf_string(policy) ||
-			';q=' || coalesce(d.capacity, d."limit")::text ||
+			';q=' || rl_sf_integer(coalesce(d.capacity, d."limit")) ||
 			CASE WHEN d.per IS NOT NULL AND extract(month FROM d.per) = 0
 				AND extract(year FROM d.per) = 0
-				THEN ';w=' || ceil(extract(epoch FROM d.per))::bigint::text
+				THEN ';w=' || rl_sf_integer(ceil(extract(epoch FROM d.per)))
 				ELSE '' END,
 		'RateLimit', rl_sf_string(policy) ||
-			';r=' || d.remaining::text ||
-			';t=' || CASE WHEN NOT d.allowed
-				THEN ceil(d.retry_after)::bigint
+			';r=' || rl_sf_integer(d.remaining) ||
+			';t=' || rl_sf_integer(CASE WHEN NOT d.allowed
+				THEN ceil(d.retry_after::numeric)
 				ELSE greatest(0, ceil(extract(epoch FROM
-					d.reset_at - coalesce(at, statement_timestamp()))))::bigint
-				END::text))
+					d.reset_at - coalesce(at, statement_timestamp()))))
+				END)))
 $$;
 
 -- ---- Per-key overrides and blocks (docs/quotas.md, "Per-key overrides") ----

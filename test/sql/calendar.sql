@@ -154,6 +154,10 @@ SELECT rl_headers(r, 'a "quoted" \ name', '2026-03-05 12:00:15+00')
 FROM rl_check('h:2', 'fixed_window', 1, '1 minute', at => '2026-03-05 12:00:16+00') r;
 SELECT rl_headers(r, 'bucket', '2026-03-05 12:00:00+00')
 FROM rl_check('h:3', 'token_bucket', 10, '1 minute', 5, 20, '2026-03-05 12:00:00+00') r;
+-- an Integer has at most 15 digits: larger counts are sent as the largest
+SELECT rl_headers(r, 'huge', '2026-03-05 12:00:00+00')
+FROM rl_check('h:5', 'token_bucket', 9223372036854775807, '36525 days', 1,
+			  at => '2026-03-05 12:00:00+00') r;
 -- Bad input
 \set VERBOSITY sqlstate
 SELECT rl_allow('k', 'token_bucket', 1, '1 month');
