@@ -88,6 +88,22 @@ is($idle{tb}, $now + 2 * $century, 'token_bucket: two longest windows after its 
 is($idle{lb}, $now + 5 * $minute, 'leaky_bucket: when its queue has drained at the slowest rate');
 is(scalar(keys %idle), 6, 'only those six are in the store');
 
+# ---- a leaky bucket above its capacity ----
+
+# A level past the burst is a state calls leave (a charge past the
+# capacity, rl_adjust), so it is restored as it is (docs/design.md): the
+# key is denied until its queue drained to the capacity, as after that
+# charge.  15 units queued, a burst of 10, draining one unit an hour.
+my $hour = 60 * $minute;
+$offset = forge(entry(key => 'lb-over', algo => 'leaky_bucket', last => $now,
+	idle_at => $forever, state => bucket_state(15 * $hour, $hour)));
+my $at = "timestamptz 'epoch' + $now * interval '1 microsecond'";
+my $lb = q{rl_check('lb-over', 'leaky_bucket', 1, '1 hour', burst => 10, };
+is(sql("SELECT allowed, remaining, retry_after FROM $lb cost => 0, at => $at)"),
+	'f|0|18000', 'a leaky bucket restored above its capacity: denied until it drained to it');
+is(sql("SELECT allowed, remaining FROM $lb cost => 1, at => $at + interval '6 hours')"),
+	't|0', 'and admitting once below it');
+
 # ---- files that must not cost the postmaster memory ----
 
 sub peak_kb
