@@ -1,12 +1,12 @@
-# Policies against the reference model (RlModel::policy_check), on the
-# store and on Redis: random sequences of calls under a policy with a
-# penalty box (block_duration) or not, with one to three limits
-# (rl_policy_limit), while the keys' overrides change between calls
+# Policies against the reference model (RlModel::policy_check and
+# policy_adjust), on the store and on Redis: random sequences of calls under
+# a policy with a penalty box (block_duration) or not, with one to three
+# limits (rl_policy_limit), while the keys' overrides change between calls
 # (rl_override's limit, burst, unlimited and blocked_until written
-# directly; rl_block and rl_unblock), every output field compared with the
-# model's.  The same sequences run on both backends (the policy's backend
-# column).  RL_SEED=<n> replays a run, RL_SEQUENCES and RL_CALLS change its
-# size.
+# directly; rl_block and rl_unblock), with charges after the fact
+# (rl_adjust) among them, every output field compared with the model's.
+# The same sequences run on both backends (the policy's backend column).
+# RL_SEED=<n> replays a run, RL_SEQUENCES and RL_CALLS change its size.
 
 use strict;
 use warnings;
@@ -20,6 +20,37 @@ use Test::More;
 use RlHarness;
 use RlModel;
 use RlRedis;
+
+# The model first, on the case test/sql/penalty.sql computes by hand: a
+# fixed window of 5 an hour and a token bucket of 1 per 5 minutes (burst
+# 3), a box of 10 minutes.
+{
+	my $m = RlModel->new;
+	my $h = 3_600_000_000;
+	my $pol = {
+		name   => 'm',
+		limits => [
+			{ name => '', algo => 'fixed_window', L => 5, W => $h },
+			{ name => 'tb', algo => 'token_bucket', L => 1, W => 300_000_000, B => 3 }
+		],
+		block     => 600_000_000,
+		overrides => {},
+	};
+	my @r = map { $m->policy_check($pol, 'f', 1, 0) } 1 .. 4;
+	is_deeply([ map { "$_->{allowed}/$_->{binding}" } @r ],
+		[ '1/1', '1/1', '1/1', '0/1' ],
+		'model: the bucket, with fewer units left, binds, and denies the fourth call');
+	is("$r[3]{retry_after}", 300, 'model: its wait, not the shorter box');
+	$pol->{overrides}{f} = { limit => 2 };
+	my $d = $m->policy_check($pol, 'f', 1, 60_000_000);
+	is_deeply([ @$d{qw(allowed limit binding)}, "$d->{retry_after}" ],
+		[ 0, 2, 0, 3540 ],
+		'model: in the bucket\'s box, the own limit lowered below its use binds');
+	delete $pol->{overrides}{f};
+	my $a = $m->policy_check($pol, 'f', 1, 601_000_000);
+	is_deeply([ @$a{qw(allowed limit remaining)} ], [ 1, 5, 1 ],
+		'model: a look boxes no limit: admitted once the box is over');
+}
 
 my $redis = RlRedis->new;
 my $node = RlRedis::pg_node('policy_conformance', qq{
@@ -146,6 +177,14 @@ sub sequence
 				  || $ov->{unlimited};
 			}
 		}
+		elsif ($y < 0.25)
+		{
+			my $L = $pol->{limits}[0]{L};
+			$op->{op} = 'adjust';
+			$op->{c} = int(rand(4 * $L + 1)) - int(1.5 * $L) || 1;
+			$op->{expected} = $model->policy_adjust($pol, $key, $op->{c}, $t);
+			$last{$key} = $op->{expected};
+		}
 		else
 		{
 			my $cap = RlModel::policy_capacity($pol, $key);
@@ -189,11 +228,13 @@ sub op_sql
 	my ($i, $op, $name) = @_;
 	my $k = sqlq($op->{key});
 	my $at = sqlq(RlModel::ts_literal($op->{t}));
-	if ($op->{op} eq 'check')
+	if ($op->{op} eq 'check' || $op->{op} eq 'adjust')
 	{
 		return "SELECT $i, allowed, \"limit\", remaining, retry_after, "
-		  . "(extract(epoch from reset_at) * 1000000)::bigint, delay "
-		  . "FROM rl_check($k, '$name', at => $at, cost => $op->{c});";
+		  . "(extract(epoch from reset_at) * 1000000)::bigint, delay FROM "
+		  . ($op->{op} eq 'check'
+			? "rl_check($k, '$name', at => $at, cost => $op->{c});"
+			: "rl_adjust($k, '$name', $op->{c}, at => $at);");
 	}
 	if ($op->{op} eq 'override')
 	{
@@ -224,7 +265,8 @@ sub describe_op
 {
 	my ($i, $op) = @_;
 	my $what =
-	    $op->{op} eq 'check' ? "rl_check cost $op->{c}"
+	    $op->{op} eq 'check'  ? "rl_check cost $op->{c}"
+	  : $op->{op} eq 'adjust' ? "rl_adjust delta $op->{c}"
 	  : $op->{op} eq 'override' ? 'override ' . join(', ',
 		map { "$_ => " . ($op->{o}{$_} // 'NULL') }
 		  qw(limit burst unlimited blocked_until))
@@ -265,7 +307,7 @@ sub run
 		{
 			@bad = ('no row');
 		}
-		elsif ($op->{op} eq 'check')
+		elsif ($op->{op} eq 'check' || $op->{op} eq 'adjust')
 		{
 			@$got{qw(allowed limit remaining retry_after reset_at delay)} =
 			  @$f[ 1 .. 6 ];
@@ -278,7 +320,7 @@ sub run
 		}
 		next unless @bad;
 		diag("$desc: first mismatch at " . describe_op($i, $op) . ": @bad\n"
-			  . ($op->{op} eq 'check'
+			  . ($op->{op} eq 'check' || $op->{op} eq 'adjust'
 				? "  model:  " . RlModel::_describe_row($op->{expected})
 				  . " (binding limit $op->{expected}{binding})\n"
 				  . "  server: " . RlModel::_describe_row($got) . "\n"

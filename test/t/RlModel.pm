@@ -1233,6 +1233,35 @@ sub policy_check
 	return _binding(\@lims, \@rows);
 }
 
+=pod
+
+=head2 $m->policy_adjust($pol, $key, $delta, $t)
+
+Charge C<$delta> units (or give them back) under every limit of the policy
+like C<rl_adjust>, and return the binding limit's look as C<policy_check>
+does.  An unlimited key's override leaves the states alone (its row is
+the answer); a block does not (the units were used): the limits are
+charged and report their looks.  The penalty box is not involved.
+
+=cut
+
+sub policy_adjust
+{
+	my ($self, $pol, $key, $delta, $t) = @_;
+	my @lims = _policy_limits($pol, $key);
+	my $ov   = $pol->{overrides}{$key};
+	my @rows;
+	for my $l (@lims)
+	{
+		my $r = _override_row($l, $ov, $t);
+		push @rows,
+		  $r && $r->{allowed}
+		  ? $r
+		  : $self->adjust(@$l{qw(algo skey L W)}, $delta, $l->{B}, $t);
+	}
+	return _binding(\@lims, \@rows);
+}
+
 # A policy's limits for a key: its own (with the key's override's limit
 # and burst: a limit without a burst moves the burst with it unless the
 # policy gave its own), then the others; skey names each one's state.
