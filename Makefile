@@ -39,6 +39,7 @@ OBJS = \
 	src/dispatch_slots.o \
 	src/dispatch_durable.o \
 	src/shed.o \
+	src/dispatch_penalty.o \
 	src/args.o \
 	src/policy_row.o \
 	src/policy.o \

@@ -368,12 +368,22 @@ BEGIN
 	RETURN '"' || replace(replace(name, '\', '\\'), '"', '\"') || '"';
 END $$;
 
+-- A count as a structured-field Integer (RFC 9651, section 3.3.1): at
+-- most 15 digits, so a larger one is sent as 999999999999999 (a limit
+-- of 2^63 - 1 is "more than a client will use" either way).
+CREATE FUNCTION rl_sf_integer(n numeric) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+	SELECT least(n, 999999999999999)::bigint::text
+$$;
+
 -- The headers of rl_headers(d) and the RateLimit-Policy and RateLimit
--- fields of draft-ietf-httpapi-ratelimit-headers-11 for a policy of that
--- name: q the capacity, w the window in seconds (left out for months,
--- which have no fixed length), r what remains, t the seconds until the
--- allowance is back (reset_at), or when denied until a retry may pass
--- (retry_after, so that Retry-After is never before its end).  at: the
+-- fields of draft-ietf-httpapi-ratelimit-headers-11 (May 2026, the latest
+-- draft) for a policy of that name: q the capacity, w the window in
+-- seconds (left out for months, which have no fixed length), r what
+-- remains, t the seconds until the allowance is back (reset_at), or when
+-- denied until a retry may pass (retry_after, so that Retry-After is
+-- never before its end); each an Integer of at most 15 digits.  at: the
 -- time of the decision (NULL: the statement's start), for the delta t.
 CREATE FUNCTION rl_headers(d rl_decision, policy text,
 						   at timestamptz DEFAULT NULL)
@@ -382,18 +392,18 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
 	SELECT rl_headers(d) || jsonb_strip_nulls(jsonb_build_object(
 		'RateLimit-Policy', rl_sf_string(policy) ||
-			';q=' || coalesce(d.capacity, d."limit")::text ||
+			';q=' || rl_sf_integer(coalesce(d.capacity, d."limit")) ||
 			CASE WHEN d.per IS NOT NULL AND extract(month FROM d.per) = 0
 				AND extract(year FROM d.per) = 0
-				THEN ';w=' || ceil(extract(epoch FROM d.per))::bigint::text
+				THEN ';w=' || rl_sf_integer(ceil(extract(epoch FROM d.per)))
 				ELSE '' END,
 		'RateLimit', rl_sf_string(policy) ||
-			';r=' || d.remaining::text ||
-			';t=' || CASE WHEN NOT d.allowed
-				THEN ceil(d.retry_after)::bigint
+			';r=' || rl_sf_integer(d.remaining) ||
+			';t=' || rl_sf_integer(CASE WHEN NOT d.allowed
+				THEN ceil(d.retry_after::numeric)
 				ELSE greatest(0, ceil(extract(epoch FROM
-					d.reset_at - coalesce(at, statement_timestamp()))))::bigint
-				END::text))
+					d.reset_at - coalesce(at, statement_timestamp()))))
+				END)))
 $$;
 
 -- ---- Per-key overrides and blocks (docs/quotas.md, "Per-key overrides") ----
@@ -416,27 +426,47 @@ CREATE TABLE rl_override (
 	PRIMARY KEY (policy, key)
 );
 COMMENT ON TABLE rl_override IS 'rate-limit overrides: another limit, a block or no limit for one key under a policy';
-SELECT pg_catalog.pg_extension_config_dump('rl_override', '');
--- read by every caller, as policies are; written by administrators
-REVOKE ALL ON rl_override FROM PUBLIC;
-GRANT SELECT ON rl_override TO PUBLIC;
 
--- Refuse an override a call could not use (the same checks as a call's).
-CREATE FUNCTION rl_override_validate() RETURNS trigger
-AS 'MODULE_PATHNAME', 'rl_override_validate'
-LANGUAGE C;
-CREATE TRIGGER rl_override_validate BEFORE INSERT OR UPDATE ON rl_override
-	FOR EACH ROW EXECUTE FUNCTION rl_override_validate();
-
--- Sessions reread overrides with the policies, told as for rl_policy.
-CREATE TRIGGER rl_override_changed
-	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON rl_override
-	FOR EACH STATEMENT EXECUTE FUNCTION rl_policy_changed();
-ALTER TABLE rl_override ENABLE ALWAYS TRIGGER rl_override_changed;
-CREATE TRIGGER rl_override_applied
-	AFTER INSERT OR UPDATE OR DELETE ON rl_override
-	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
-ALTER TABLE rl_override ENABLE REPLICA TRIGGER rl_override_applied;
+-- What rl_override and rl_policy_limit, the parts of the policies that
+-- sessions read with rl_policy, both get: pg_dump dumps their rows; every
+-- caller reads them, administrators write them; the C function
+-- TABLE_validate refuses a row a call could not use (a call's checks, in
+-- a BEFORE row trigger of that name); and every change makes sessions
+-- reread the policies, as rl_policy's do (rl_policy_changed, from the
+-- statement trigger TABLE_changed, which fires in replica mode too, and
+-- the row trigger TABLE_applied for the rows logical replication
+-- applies).  Dropped after its last use (rl_policy_limit).
+CREATE FUNCTION rl_setup_policy_part(tab text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	rel regclass := format('@extschema@.%I', tab)::regclass;
+BEGIN
+	PERFORM pg_extension_config_dump(rel, '');
+	EXECUTE format('REVOKE ALL ON %s FROM PUBLIC', rel);
+	EXECUTE format('GRANT SELECT ON %s TO PUBLIC', rel);
+	EXECUTE format('CREATE FUNCTION @extschema@.%I() RETURNS trigger '
+		'AS %L, %L LANGUAGE C', tab || '_validate', 'MODULE_PATHNAME',
+		tab || '_validate');
+	EXECUTE format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE ON %s '
+		'FOR EACH ROW EXECUTE FUNCTION @extschema@.%I()',
+		tab || '_validate', rel, tab || '_validate');
+	EXECUTE format('CREATE TRIGGER %I '
+		'AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s '
+		'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.rl_policy_changed()',
+		tab || '_changed', rel);
+	EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I', rel,
+		tab || '_changed');
+	EXECUTE format('CREATE TRIGGER %I AFTER INSERT OR UPDATE OR DELETE ON %s '
+		'FOR EACH ROW EXECUTE FUNCTION @extschema@.rl_policy_changed()',
+		tab || '_applied', rel);
+	EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER %I', rel,
+		tab || '_applied');
+END
+$$;
+SELECT rl_setup_policy_part('rl_override');
 
 -- Block a key under a policy for a time (NULL: until rl_unblock), from
 -- "at" (NULL: now).  Returns the end of the block.  Writes rl_override,
@@ -542,24 +572,9 @@ CREATE TABLE rl_policy_limit (
 	PRIMARY KEY (policy, name)
 );
 COMMENT ON TABLE rl_policy_limit IS 'rate-limit policies'' further limits: a call is admitted only if each admits';
-SELECT pg_catalog.pg_extension_config_dump('rl_policy_limit', '');
-REVOKE ALL ON rl_policy_limit FROM PUBLIC;
-GRANT SELECT ON rl_policy_limit TO PUBLIC;
-
-CREATE FUNCTION rl_policy_limit_validate() RETURNS trigger
-AS 'MODULE_PATHNAME', 'rl_policy_limit_validate'
-LANGUAGE C;
-CREATE TRIGGER rl_policy_limit_validate BEFORE INSERT OR UPDATE ON rl_policy_limit
-	FOR EACH ROW EXECUTE FUNCTION rl_policy_limit_validate();
-
-CREATE TRIGGER rl_policy_limit_changed
-	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON rl_policy_limit
-	FOR EACH STATEMENT EXECUTE FUNCTION rl_policy_changed();
-ALTER TABLE rl_policy_limit ENABLE ALWAYS TRIGGER rl_policy_limit_changed;
-CREATE TRIGGER rl_policy_limit_applied
-	AFTER INSERT OR UPDATE OR DELETE ON rl_policy_limit
-	FOR EACH ROW EXECUTE FUNCTION rl_policy_changed();
-ALTER TABLE rl_policy_limit ENABLE REPLICA TRIGGER rl_policy_limit_applied;
+-- dumped, read by all, checked and announced as rl_override (above)
+SELECT rl_setup_policy_part('rl_policy_limit');
+DROP FUNCTION rl_setup_policy_part(text);
 
 -- ---- Concurrency limits (#12): slots held by a transaction or a session ----
 

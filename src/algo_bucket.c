@@ -46,7 +46,12 @@ bucket_rescale(RlBucketState *s, int64 per, bool round_up)
 /*
  * token_bucket's content at t: a new key's is full; otherwise refilled at
  * r since last, up to B.  A charge past the limit leaves it below zero
- * (tokens owed), down to -(2^63 - 1) tokens.
+ * (tokens owed), down to -(2^63 - 1) tokens.  However long the key was
+ * idle the refill is exact: times are within 2^60 us of the epoch (about
+ * 36,500 years either way: "at", the clock and the state file's are
+ * bounded so), so t - last < 2^61 and times L < 2^124, and the content
+ * stays within +-2^63 * W < 2^116 before the cap: no overflow of the
+ * 128 bits, for a key idle 200 years or 70,000.
  */
 static void
 token_fill(RlBucketState *s, bool fresh, int64 t, int64 last,
@@ -115,9 +120,11 @@ rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
  * leaky_bucket: a queue of capacity B draining at r; a new key starts
  * empty; allowed iff level + c + h <= B (h the headroom), and the admitted
  * call, which queues c, is told to wait until the queue ahead of it has
- * drained.  The level is never above B at
- * a call: a burst lowered since the last call, or a state no call could
- * have left (the state file is not trusted), keeps at most B queued.
+ * drained.  The level may be above B: a charge past the capacity
+ * (rl_adjust) leaves it so on purpose, and so may a burst lowered since, or
+ * a state file (whose images are bounded as a charge's, image_valid): it is
+ * not clamped, every call is denied (remaining 0) until it has drained to
+ * B - c - h, and retry_after says when.
  */
 bool
 rl_leaky_bucket(RlState *state, bool fresh, int64 t, int64 last,

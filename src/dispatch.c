@@ -25,6 +25,7 @@
 
 #include "dispatch.h"
 #include "dispatch_durable.h"
+#include "dispatch_penalty.h"
 #include "refund.h"
 #include "shed.h"
 #include "stats.h"
@@ -314,41 +315,6 @@ engine_decide(const RlRequest *req, int64 now, int backend, RlDecision *d)
 		local_decide(req, now, d);
 	else
 		remote_decide(req, now, backend, rl_request_fail_mode(req), d);
-}
-
-/*
- * A policy's penalty box (block_duration): after a denial, its key is
- * denied for that long.  The box is a state of its own beside the key's,
- * kept by the same engine: a token bucket of one token refilled over
- * block_duration, under the stored key's policy name, two NULs and the
- * key (text has no NUL, so no other key is spelt so).  A denial takes the
- * token; while the bucket is not full again, the key is in the box.
- * Decisions of the box are not counted and never refunded.  buf holds
- * RL_MAX_STORED_KEY bytes.
- */
-void
-rl_penalty_request(const RlRequest *req, int64 cost, char *buf,
-				   RlRequest *box)
-{
-	int			namelen = strlen(req->policy);
-
-	rl_request_init(box);
-	box->algo = RL_TOKEN_BUCKET;
-	box->dbid = req->dbid;
-	memcpy(buf, req->key, namelen + 1);
-	buf[namelen + 1] = '\0';
-	memcpy(buf + namelen + 2, req->key + namelen + 1,
-		   req->keylen - namelen - 1);
-	box->key = buf;
-	box->keylen = req->keylen + 1;
-	box->policy = buf;
-	box->params.limit = 1;
-	box->params.burst = 1;
-	box->params.per = req->block_duration;
-	box->params.cost = cost;
-	box->at = req->at;
-	box->backend = req->backend;
-	box->fail_mode = req->fail_mode;
 }
 
 /*
@@ -673,56 +639,59 @@ engine_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
  * Decide n requests all or nothing when some keys have an override that
  * answers without an engine (override_decision): those are answered here,
  * the others decided by the engines all or nothing among themselves.  If
- * a block denies (and its policy is no shadow), the others are only
- * looked at (cost 0, anything it took given back), as the rows of a check
- * that did not admit report.  Returns whether all admitted.
+ * a block denies (and its policy is no shadow: *blocked), the others are
+ * only looked at (cost 0, anything it took given back), as the rows of a
+ * check that did not admit report.  Returns whether all admitted.
  */
 static bool
 override_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
-					RlDecision *ds)
+					RlDecision *ds, bool *blocked)
 {
 	RlRequest	sub[RL_MAX_MULTI];
 	RlDecision	subd[RL_MAX_MULTI];
 	int			subidx[RL_MAX_MULTI];
 	int			nsub = 0;
-	bool		blocked = false;
 	bool		all = true;
 	int			i;
 
+	*blocked = false;
 	for (i = 0; i < n; i++)
 	{
 		if (reqs[i].override != 0 &&
 			rl_override_decision(&reqs[i], now, &ds[i]))
 		{
 			if (!ds[i].out.allowed && !reqs[i].shadow)
-				blocked = true;
+				*blocked = true;
 			continue;
 		}
 		subidx[nsub] = i;
 		sub[nsub++] = reqs[i];
 	}
 	if (nsub == 0)
-		return !blocked;
+		return !*blocked;
 	for (i = 0; i < nsub; i++)
 	{
 		decision_init(&subd[i]);
-		if (blocked)
+		if (*blocked)
 			sub[i].params.cost = 0;
 	}
 	all = engine_decide_all(sub, nsub, now, backend, subd);
 	for (i = 0; i < nsub; i++)
 	{
-		if (blocked)
+		if (*blocked)
 			rl_give_back(&sub[i], &subd[i]);
 		ds[subidx[i]] = subd[i];
 	}
-	return all && !blocked;
+	return all && !*blocked;
 }
 
 /*
  * Decide n requests all or nothing when some have an override or a
  * penalty box: the keys in their box are blocked until its end
  * (override_decide_all), and the keys the engines denied go into theirs.
+ * When a block denied, the others were only looked at: a look is no
+ * attempt, so none of them goes into its box (a key over a limit lowered
+ * since would otherwise be boxed by another key's block).
  */
 static bool
 boxed_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
@@ -730,13 +699,16 @@ boxed_decide_all(const RlRequest *reqs, int n, int64 now, int backend,
 {
 	RlRequest	boxed[RL_MAX_MULTI];
 	bool		all;
+	bool		blocked;
 	int			i;
 
 	memcpy(boxed, reqs, sizeof(RlRequest) * n);
 	for (i = 0; i < n; i++)
 		if (reqs[i].block_duration > 0 && !answered_at(&reqs[i], now))
 			(void) penalty_look(&reqs[i], now, backend, &boxed[i]);
-	all = override_decide_all(boxed, n, now, backend, ds);
+	all = override_decide_all(boxed, n, now, backend, ds, &blocked);
+	if (blocked)
+		return all;
 	for (i = 0; i < n; i++)
 		if (boxed[i].block_duration > 0 && !answered_at(&boxed[i], now))
 			penalty_start(&boxed[i], now, backend, &ds[i]);

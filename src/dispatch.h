@@ -67,8 +67,6 @@ extern bool rl_override_decision(const RlRequest *req, int64 now,
 								 RlDecision *d);
 extern RlRequest rl_hybrid_precheck(const RlRequest *req);
 extern void rl_adjust_key(const RlRequest *req, RlDecision *d);
-extern void rl_penalty_request(const RlRequest *req, int64 cost, char *buf,
-							   RlRequest *box);
 extern bool rl_decide_all(const RlRequest *reqs, int n, RlDecision *ds);
 extern void rl_give_back(const RlRequest *req, RlDecision *d);
 extern void rl_track(const RlRequest *req, const RlDecision *d);

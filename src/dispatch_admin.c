@@ -12,6 +12,7 @@
 #include "postgres.h"
 
 #include "dispatch.h"
+#include "dispatch_penalty.h"
 #include "store.h"
 
 /*

@@ -9,9 +9,9 @@
  *		binding limit; a charge (rl_adjust) and a reset reach every limit.
  *
  * Each limit keeps its own state, stored under the policy's name, two NUL
- * bytes, the limit's name, a NUL and the key: text has no NUL, so it is
- * neither the policy's own state (the name, one NUL, the key) nor its
- * penalty box (the name, two NULs, a key without NUL).  The call's cost,
+ * bytes, the limit's name, a NUL and the key (rl_policy_part_key): text
+ * has no NUL, so it is neither the policy's own state (the name, one NUL,
+ * the key) nor its penalty box (the name, two NULs, a key without NUL).  The call's cost,
  * override (a block, an unlimited key) and penalty box apply to every
  * limit; an override's limit and burst to the policy's own only.
  *
@@ -29,6 +29,7 @@
 #include "utils/rel.h"
 
 #include "args.h"
+#include "dispatch_penalty.h"
 #include "policy_limit.h"
 
 /* the select list that reads rl_policy_limit in RlLimitColumn order */
@@ -84,8 +85,6 @@ static void
 limit_request(const RlRequest *req, int i, char *buf, RlRequest *sub)
 {
 	const RlExtraLimit *lim = &req->limits[i];
-	int			namelen = strlen(req->policy);
-	int			limlen = strlen(lim->name);
 
 	*sub = *req;
 	sub->algo = lim->algo;
@@ -98,13 +97,8 @@ limit_request(const RlRequest *req, int i, char *buf, RlRequest *sub)
 		sub->params.period.tz = req->params.period.tz;
 		sub->params.period.anchor = req->params.period.anchor;
 	}
-	memcpy(buf, req->key, namelen + 1);
-	buf[namelen + 1] = '\0';
-	memcpy(buf + namelen + 2, lim->name, limlen + 1);
-	memcpy(buf + namelen + limlen + 3, req->key + namelen + 1,
-		   req->keylen - namelen - 1);
+	sub->keylen = rl_policy_part_key(req, lim->name, buf);
 	sub->key = buf;
-	sub->keylen = req->keylen + limlen + 2;
 	sub->policy = buf;
 	sub->nlimits = 0;
 	sub->limits = NULL;

@@ -46,4 +46,12 @@ SELECT allowed, remaining, retry_after > 0 AS waits FROM rl_check('k:max', 'toke
 SELECT allowed, remaining FROM rl_check('k:max2', 'sliding_window_counter', 9223372036854775807,
 	'36525 days', 9223372036854775807, NULL, t(0));
 SELECT allowed FROM rl_check('k:old', 'fixed_window', 1, at => '1900-01-01 00:00:00+00');
+-- a token bucket idle from the earliest time "at" takes to the latest
+-- (70,000 years) at the largest rate: the refill does not overflow
+SELECT allowed, remaining FROM rl_check('k:idle', 'token_bucket', 9223372036854775807,
+	'1 microsecond', 9223372036854775807, 9223372036854775807, '4713-01-01 00:00:00+00 BC');
+SELECT allowed, remaining FROM rl_check('k:idle', 'token_bucket', 9223372036854775807,
+	'1 microsecond', 1, 9223372036854775807, '4713-01-01 00:00:00.000001+00 BC');
+SELECT allowed, remaining FROM rl_check('k:idle', 'token_bucket', 9223372036854775807,
+	'1 microsecond', 1, 9223372036854775807, '38000-01-01 00:00:00+00');
 SELECT rl_allow('', 'sliding_window_counter', 1, at => t(0)) AS empty_key_is_a_key;

@@ -63,14 +63,20 @@ SHOW ratelimit.time_zone;
 -- January 31 at 10:00, a monthly period starts on the 31st, or on the last
 -- day of a shorter month: February 28 (29 in a leap year), March 31,
 -- April 30.
-INSERT INTO rl_policy (name, algo, "limit", per, period_anchor)
-VALUES ('billing', 'fixed_window', 2, '1 month', '2026-01-31 10:00:00+00');
-INSERT INTO rl_policy (name, algo, "limit", per, time_zone)
-VALUES ('daily_ny', 'fixed_window', 1, '1 day', 'America/New_York');
-INSERT INTO rl_policy (name, algo, "limit", per, period_anchor)
-VALUES ('billing_leap', 'fixed_window', 1, '1 month', '2024-01-31 10:00:00+00');
-INSERT INTO rl_policy (name, algo, "limit", per, period_anchor)
-VALUES ('fortnight', 'fixed_window', 1, '14 days', '2026-01-07 06:00:00+00');
+-- a policy with its zone and anchor (bad ones are refused when written)
+CREATE FUNCTION cal_policy(name text, lim bigint, per interval,
+						   zone text DEFAULT NULL, anchor timestamptz DEFAULT NULL,
+						   algo text DEFAULT 'fixed_window')
+RETURNS void
+LANGUAGE sql
+AS $$
+	INSERT INTO rl_policy (name, algo, "limit", per, time_zone, period_anchor)
+	VALUES (name, algo, lim, per, zone, anchor)
+$$;
+SELECT cal_policy('billing', 2, '1 month', anchor => '2026-01-31 10:00:00+00');
+SELECT cal_policy('daily_ny', 1, '1 day', 'America/New_York');
+SELECT cal_policy('billing_leap', 1, '1 month', anchor => '2024-01-31 10:00:00+00');
+SELECT cal_policy('fortnight', 1, '14 days', anchor => '2026-01-07 06:00:00+00');
 CREATE FUNCTION calp(key text, policy text, at timestamptz)
 RETURNS TABLE (allowed boolean, remaining bigint, reset_at timestamptz,
 			   retry_after double precision, per interval)
@@ -148,6 +154,10 @@ SELECT rl_headers(r, 'a "quoted" \ name', '2026-03-05 12:00:15+00')
 FROM rl_check('h:2', 'fixed_window', 1, '1 minute', at => '2026-03-05 12:00:16+00') r;
 SELECT rl_headers(r, 'bucket', '2026-03-05 12:00:00+00')
 FROM rl_check('h:3', 'token_bucket', 10, '1 minute', 5, 20, '2026-03-05 12:00:00+00') r;
+-- an Integer has at most 15 digits: larger counts are sent as the largest
+SELECT rl_headers(r, 'huge', '2026-03-05 12:00:00+00')
+FROM rl_check('h:5', 'token_bucket', 9223372036854775807, '36525 days', 1,
+			  at => '2026-03-05 12:00:00+00') r;
 -- Bad input
 \set VERBOSITY sqlstate
 SELECT rl_allow('k', 'token_bucket', 1, '1 month');
@@ -161,14 +171,10 @@ SELECT rl_usage('no_such_policy');
 SELECT rl_allow('k', 'token_bucket', 1, '1 month');
 SELECT rl_allow('k', 'fixed_window', 1, '1 month 2 days');
 SET ratelimit.time_zone = 'Mars/Olympus_Mons';
-INSERT INTO rl_policy (name, algo, "limit", per, time_zone)
-VALUES ('bad', 'fixed_window', 1, '1 day', 'Mars/Olympus_Mons');
-INSERT INTO rl_policy (name, algo, "limit", per, time_zone)
-VALUES ('bad', 'token_bucket', 1, '1 day', 'Europe/Paris');
-INSERT INTO rl_policy (name, algo, "limit", per, period_anchor)
-VALUES ('bad', 'fixed_window', 1, '1 hour', '2026-01-01 00:00:00+00');
-INSERT INTO rl_policy (name, algo, "limit", per, period_anchor)
-VALUES ('bad', 'fixed_window', 1, '1 month', 'infinity');
+SELECT cal_policy('bad', 1, '1 day', 'Mars/Olympus_Mons');
+SELECT cal_policy('bad', 1, '1 day', 'Europe/Paris', algo => 'token_bucket');
+SELECT cal_policy('bad', 1, '1 hour', anchor => '2026-01-01 00:00:00+00');
+SELECT cal_policy('bad', 1, '1 month', anchor => 'infinity');
 INSERT INTO rl_policy (name, algo, "limit", per, backend)
 VALUES ('remote_month', 'fixed_window', 1, '1 month', 'redis');
 SELECT * FROM rl_usage('remote_month');
@@ -176,3 +182,4 @@ SELECT rl_headers(r, 'caf' || chr(233)) FROM rl_check('h:4', 'billing', at => '2
 DELETE FROM rl_policy;
 DROP FUNCTION cal(text, bigint, interval, timestamptz, bigint);
 DROP FUNCTION calp(text, text, timestamptz);
+DROP FUNCTION cal_policy(text, bigint, interval, text, timestamptz, text);

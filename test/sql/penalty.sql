@@ -59,5 +59,19 @@ SELECT allowed FROM c2('c', 'pb', 130000000);
 UPDATE rl_policy SET block_duration = '0' WHERE name = 'pb';
 UPDATE rl_policy SET block_duration = '-1 minute' WHERE name = 'pb';
 UPDATE rl_policy SET block_duration = '1 month' WHERE name = 'pb';
+-- several limits: when one limit's box denies, the others are only looked
+-- at, and a look is no attempt: the policy's own limit, lowered below what
+-- the key used, does not go into its box for it
+INSERT INTO rl_policy (name, algo, "limit", per, block_duration)
+VALUES ('pb_two', 'fixed_window', 5, '1 hour', '10 minutes');
+INSERT INTO rl_policy_limit (policy, name, algo, "limit", per, burst)
+VALUES ('pb_two', 'tb', 'token_bucket', 1, '5 minutes', 3);
+SELECT rl_allow('f', 'pb_two', at => t(0)), rl_allow('f', 'pb_two', at => t(0)),
+	rl_allow('f', 'pb_two', at => t(0)), rl_allow('f', 'pb_two', at => t(0));
+INSERT INTO rl_override (policy, key, "limit") VALUES ('pb_two', 'f', 2);
+SELECT allowed, "limit", retry_after FROM rl_check('f', 'pb_two', at => t(60000000));
+DELETE FROM rl_override WHERE policy = 'pb_two';
+SELECT allowed, "limit", remaining FROM rl_check('f', 'pb_two', at => t(601000000));
+DELETE FROM rl_policy WHERE name = 'pb_two';
 DROP TABLE pb_rows;
 DELETE FROM rl_policy WHERE name IN ('pb', 'pb_rows');

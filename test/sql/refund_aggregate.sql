@@ -72,11 +72,14 @@ ROLLBACK;
 SELECT * FROM ag_look('ag:rel:', 100, 40);
 -- a savepoint per call, as a PL/pgSQL loop with an exception block makes:
 -- released ones are kept until the rollback, rolled-back ones come back
-DO $$
+-- (300 calls of each algorithm from time start + 1, every third in a
+-- block that fails)
+CREATE FUNCTION ag_loop(start bigint) RETURNS void
+LANGUAGE plpgsql AS $$
 BEGIN
 	FOR i IN 1 .. 300 LOOP
 		BEGIN
-			PERFORM c('ag:loop:' || a.algo, a.algo, 1000, 100 + i, '1 hour', 1)
+			PERFORM c('ag:loop:' || a.algo, a.algo, 1000, start + i, '1 hour', 1)
 			FROM ag_algos a;
 			IF i % 3 = 0 THEN
 				RAISE EXCEPTION 'roll back';
@@ -86,22 +89,10 @@ BEGIN
 		END;
 	END LOOP;
 END $$;
+SELECT ag_loop(100);
 SELECT * FROM ag_look('ag:loop:', 1000, 500);
 BEGIN;
-DO $$
-BEGIN
-	FOR i IN 1 .. 300 LOOP
-		BEGIN
-			PERFORM c('ag:loop:' || a.algo, a.algo, 1000, 1000 + i, '1 hour', 1)
-			FROM ag_algos a;
-			IF i % 3 = 0 THEN
-				RAISE EXCEPTION 'roll back';
-			END IF;
-		EXCEPTION WHEN raise_exception THEN
-			NULL;
-		END;
-	END LOOP;
-END $$;
+SELECT ag_loop(1000);
 SELECT * FROM ag_look('ag:loop:', 1000, 1500);
 ROLLBACK;
 SELECT * FROM ag_look('ag:loop:', 1000, 1500);

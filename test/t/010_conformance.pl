@@ -165,17 +165,9 @@ sub rat { return Math::BigRat->new(@_); }
 }
 
 # The server
-sub env_int
-{
-	my ($name, $default) = @_;
-	my $v = $ENV{$name};
-	return $default if !defined $v || $v eq '';
-	die "$name must be a non-negative integer, not \"$v\"" unless $v =~ /^\d+$/;
-	return $v;
-}
-my $seed  = env_int('RL_SEED',      20260101);
-my $nseq  = env_int('RL_SEQUENCES', 4);
-my $ncall = env_int('RL_CALLS',     750);
+my $seed  = RlModel::env_int('RL_SEED',      20260101);
+my $nseq  = RlModel::env_int('RL_SEQUENCES', 4);
+my $ncall = RlModel::env_int('RL_CALLS',     750);
 diag("RL_SEED=$seed ($nseq sequences of $ncall calls per algorithm)");
 
 my $node = PostgreSQL::Test::Cluster->new('conformance');

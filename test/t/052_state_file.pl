@@ -7,79 +7,25 @@
 # keys.  A FIFO at the file's path does not block the start.
 use strict;
 use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
 use POSIX qw(mkfifo);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use RlHarness;
+use RlStateFile;
 
-my $node = PostgreSQL::Test::Cluster->new('statefile');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
-timezone = 'UTC'
-});
-$node->start;
-$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit; CREATE ROLE app');
-my $state_file = $node->data_dir . '/pg_stat/ratelimit.state';
+my $sf = RlStateFile->new('statefile', role => 'app', setup => 'CREATE ROLE app');
+my $node = $sf->node;
+my $state_file = $sf->path;
+my $pg_version = $sf->pg_version;
+my $dbid = $sf->dbid;
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
-
-my ($pg_version, $dbid, $roleid) = split /\|/, sql(q{
-	SELECT current_setting('server_version_num'),
-		(SELECT oid FROM pg_database WHERE datname = current_database()),
-		'app'::regrole::oid});
-
-# ---- the file format (docs/design.md), native byte order ----
-
-my @crc_table = map {
-	my $c = $_;
-	$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1) for 1 .. 8;
-	$c;
-} 0 .. 255;
-
-sub crc32c
-{
-	my $crc = 0xFFFFFFFF;
-	$crc = $crc_table[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8) for unpack 'C*', $_[0];
-	return $crc ^ 0xFFFFFFFF;
-}
-
-my %algo = (fixed_window => 0, sliding_window_log => 1,
-	sliding_window_counter => 2, token_bucket => 3, leaky_bucket => 4);
-
-# one saved entry: key, algorithm, times, 24 bytes of state, log entries
-sub entry
-{
-	my (%e) = @_;
-	my @log = @{ $e{log} // [] };
-	return pack('L l l l L L q q',
-		$e{dbid} // $dbid, $e{algo_no} // $algo{ $e{algo} },
-		$e{keylen} // length($e{key}), $e{nlog} // scalar(@log),
-		$e{owner_db} // $dbid, $e{owner_role} // $roleid,
-		$e{last}, $e{idle_at})
-	  . $e{state} . $e{key} . join('', map { pack('q q', @$_) } @log);
-}
-
-sub window_state { return pack('q q q', @_); }    # start, cur, prev
-# an int128 content (two's complement, low half first) and its window
-sub bucket_state { my ($scaled, $per) = @_; return pack('q q q', $scaled, $scaled < 0 ? -1 : 0, $per); }
-sub log_state { return pack('q', $_[0]) . ("\0" x 16); }    # the sum
-
-# the file: header, entries, CRC-32C of the entries then the header;
-# written by this server's PostgreSQL release unless $written_by is set
-my $written_by;
-sub write_state
-{
-	my @entries = @_;
-	my $body = join '', @entries;
-	my $header = pack('L L L L Q', 0x524C5354, 2, $written_by // $pg_version,
-		0, scalar @entries);
-	open my $fh, '>', $state_file or die $!;
-	binmode $fh;
-	print $fh $header . $body . pack('L', crc32c($body . $header));
-	close $fh;
-}
+sub entry { return $sf->entry(@_); }
 
 # ---- a forged file ----
 
@@ -141,10 +87,7 @@ my @bad = (
 	entry(key => 'bad:time', algo => 'fixed_window', last => 1 << 62,
 		idle_at => 1 << 62, state => window_state(0, 1, 0)));
 
-$node->stop;
-write_state(@good, @bad);
-my $log_offset = -s $node->logfile;
-$node->start;
+my $log_offset = $sf->forge(@good, @bad);
 ok($node->log_contains(
 	qr/ratelimit restored the state of 5 keys from file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+Not restored: 1 with an unknown algorithm, 1 with a key too long, 1 with an owner of another database, 1 with a time out of range, 1 with a time in the future, 4 with a window or count out of range, 4 with a log out of order, a cost not positive or a wrong sum\./,
 	$log_offset),
@@ -180,12 +123,9 @@ unlike(slurp_file($node->logfile, $log_offset),
 
 # ---- framing that cannot be followed, and files of the wrong kind ----
 
-$node->stop;
-write_state(@good[ 0 .. 1 ],
+$log_offset = $sf->forge(@good[ 0 .. 1 ],
 	entry(key => 'x', algo => 'fixed_window', nlog => -1, last => $now,
 		idle_at => $century, state => window_state(0, 1, 0)));
-$log_offset = -s $node->logfile;
-$node->start;
 ok($node->log_contains(
 	qr/ignoring invalid data in file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+An entry has a negative length\./,
 	$log_offset), 'a negative length: the whole file is ignored, with a log line');
@@ -214,22 +154,18 @@ is(sql("SELECT rl_allow('after', 'fixed_window', 1, '36525 days')"), 'f', 'and r
 
 # a file of another minor release of the same major is loaded (an update
 # from 15.4 to 15.5 keeps the state); of another major it is ignored
-$node->stop;
-$written_by = $pg_version % 100 > 0 ? $pg_version - 1 : $pg_version + 1;
-write_state($good[0]);
-$log_offset = -s $node->logfile;
-$node->start;
+my $written_by = $pg_version % 100 > 0 ? $pg_version - 1 : $pg_version + 1;
+$sf->written_by($written_by);
+$log_offset = $sf->forge($good[0]);
 ok($node->log_contains(
 	qr/ratelimit restored the state of 1 keys from file/, $log_offset),
 	"a file written by $written_by (this server: $pg_version) is loaded");
 is(sql(q{SELECT remaining FROM rl_check('good:fixed', 'fixed_window', 5, '36525 days', 0)}),
 	'2', 'with its state');
 
-$node->stop;
 $written_by = $pg_version + 10000;
-write_state($good[0]);
-$log_offset = -s $node->logfile;
-$node->start;
+$sf->written_by($written_by);
+$log_offset = $sf->forge($good[0]);
 ok($node->log_contains(
 	qr/ignoring invalid data in file "pg_stat\/ratelimit.state"\n.*DETAIL:\s+It was written by another version of ratelimit or PostgreSQL\./,
 	$log_offset), "a file written by $written_by is ignored");

@@ -13,97 +13,34 @@
 #    DATABASE) are dropped when the store has no room for a call.
 use strict;
 use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Math::BigInt;
 use RlHarness;
+use RlStateFile;
 
-my $node = PostgreSQL::Test::Cluster->new('bounds');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'ratelimit'
-ratelimit.max_keys = 20000
-timezone = 'UTC'
-});
-$node->start;
-$node->safe_psql('postgres', q{
-	CREATE EXTENSION ratelimit;
+my $sf = RlStateFile->new(
+	'bounds',
+	role  => 'victim',
+	conf  => "ratelimit.max_keys = 20000\n",
+	setup => q{
 	CREATE ROLE victim LOGIN;
 	INSERT INTO rl_policy (name, algo, "limit", per, fail_mode)
 		VALUES ('api', 'token_bucket', 10, '1 minute', 'closed');
 	INSERT INTO rl_policy (name, algo, "limit", per, burst)
 		VALUES ('lk', 'leaky_bucket', 10, '1 second', 10);
 });
-my $state_file = $node->data_dir . '/pg_stat/ratelimit.state';
+my $node = $sf->node;
+my $state_file = $sf->path;
+my $pg_version = $sf->pg_version;
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }
-
-my ($pg_version, $dbid, $roleid) = split /\|/, sql(q{
-	SELECT current_setting('server_version_num'),
-		(SELECT oid FROM pg_database WHERE datname = current_database()),
-		'victim'::regrole::oid});
-
-# ---- the file format (docs/design.md), native byte order ----
-
-my @crc_table = map {
-	my $c = $_;
-	$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1) for 1 .. 8;
-	$c;
-} 0 .. 255;
-
-sub crc32c
-{
-	my $crc = 0xFFFFFFFF;
-	$crc = $crc_table[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8) for unpack 'C*', $_[0];
-	return $crc ^ 0xFFFFFFFF;
-}
-
-my %algo = (fixed_window => 0, sliding_window_log => 1,
-	sliding_window_counter => 2, token_bucket => 3, leaky_bucket => 4);
-
-sub entry
-{
-	my (%e) = @_;
-	my @log = @{ $e{log} // [] };
-	return pack('L l l l L L q q',
-		$e{dbid} // $dbid, $algo{ $e{algo} }, length($e{key}), scalar(@log),
-		$e{owner_db} // $e{dbid} // $dbid, $e{owner_role} // $roleid,
-		$e{last}, $e{idle_at})
-	  . $e{state} . $e{key} . join('', map { pack('q q', @$_) } @log);
-}
-
-sub window_state { return pack('q q q', @_); }    # start, cur, prev
-# an int128 content (not negative, a decimal string of any size), little
-# endian as this machine's, and its window
-sub bucket_state
-{
-	my ($scaled, $per) = @_;
-	my $hex = substr(Math::BigInt->new($scaled)->as_hex, 2);
-	return scalar(reverse(pack('H32', ('0' x (32 - length $hex)) . $hex))) . pack('q', $per);
-}
-sub log_state { return pack('q', $_[0]) . ("\0" x 16); }
-
-sub write_state
-{
-	my @entries = @_;
-	my $body = join '', @entries;
-	my $header = pack('L L L L Q', 0x524C5354, 2, $pg_version, 0, scalar @entries);
-	open my $fh, '>', $state_file or die $!;
-	binmode $fh;
-	print $fh $header . $body . pack('L', crc32c($body . $header));
-	close $fh;
-}
-
-# restart with a forged file; returns the log's offset before the start
-sub forge
-{
-	$node->stop;
-	write_state(@_);
-	my $offset = -s $node->logfile;
-	$node->start;
-	return $offset;
-}
+sub entry { return $sf->entry(@_); }
+sub forge { return $sf->forge(@_); }
 
 my $us = 1000000;
 my $century = 36525 * 86400 * $us;
@@ -150,6 +87,22 @@ is($idle{swl}, $now - $us + $century, 'sliding_window_log: when its newest entry
 is($idle{tb}, $now + 2 * $century, 'token_bucket: two longest windows after its latest call');
 is($idle{lb}, $now + 5 * $minute, 'leaky_bucket: when its queue has drained at the slowest rate');
 is(scalar(keys %idle), 6, 'only those six are in the store');
+
+# ---- a leaky bucket above its capacity ----
+
+# A level past the burst is a state calls leave (a charge past the
+# capacity, rl_adjust), so it is restored as it is (docs/design.md): the
+# key is denied until its queue drained to the capacity, as after that
+# charge.  15 units queued, a burst of 10, draining one unit an hour.
+my $hour = 60 * $minute;
+$offset = forge(entry(key => 'lb-over', algo => 'leaky_bucket', last => $now,
+	idle_at => $forever, state => bucket_state(15 * $hour, $hour)));
+my $at = "timestamptz 'epoch' + $now * interval '1 microsecond'";
+my $lb = q{rl_check('lb-over', 'leaky_bucket', 1, '1 hour', burst => 10, };
+is(sql("SELECT allowed, remaining, retry_after FROM $lb cost => 0, at => $at)"),
+	'f|0|18000', 'a leaky bucket restored above its capacity: denied until it drained to it');
+is(sql("SELECT allowed, remaining FROM $lb cost => 1, at => $at + interval '6 hours')"),
+	't|0', 'and admitting once below it');
 
 # ---- files that must not cost the postmaster memory ----
 

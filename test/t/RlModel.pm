@@ -641,6 +641,25 @@ sub ts_literal
 		$tm[5] + 1900, $tm[4] + 1, @tm[ 3, 2, 1, 0 ], $frac);
 }
 
+=pod
+
+=head2 RlModel::env_int($name, $default)
+
+A run's size or seed from the environment variable $name (RL_SEED,
+RL_SEQUENCES, RL_CALLS): a non-negative integer, or $default when unset
+or empty.
+
+=cut
+
+sub env_int
+{
+	my ($name, $default) = @_;
+	my $v = $ENV{$name};
+	return $default if !defined $v || $v eq '';
+	croak "$name must be a non-negative integer, not \"$v\"" unless $v =~ /^\d+$/;
+	return $v;
+}
+
 # The windows the sequences use: microseconds and the interval's SQL text.
 # The calendar periods calendar sequences use (fixed_window under a policy
 # each): the period, its interval's SQL text, and a nominal length for the
@@ -1184,6 +1203,258 @@ sub run_conformance
 		}
 	}
 	return;
+}
+
+=pod
+
+=head1 POLICIES: OVERRIDES, PENALTY BOX, SEVERAL LIMITS
+
+A policy's call (C<rl_check(key, policy)>) as docs/reference.md defines it
+for the tables C<rl_override> and C<rl_policy_limit> and the column
+C<block_duration>, on top of C<check>.  A policy is a hashref:
+
+  { name        => 'p',
+    limits      => [ { name => '', algo, L, W, B }, ... ],  # its own first
+    burst_given => 0/1,          # the policy's own burst was not NULL
+    block       => D_us,         # block_duration, or undef
+    overrides   => { key => { limit, burst, unlimited, blocked_until } } }
+
+blocked_until is Unix microseconds or 'inf'.  The caller keeps
+C<overrides> as it writes C<rl_override>.
+
+=head2 $m->policy_check($pol, $key, $c, $t)
+
+Decide one call under the policy and return the row C<rl_check> reports
+(the binding limit's), as C<check> does, with C<binding> its index.  One
+limit: the key's block or unlimited override answers first (no state
+touched); else its penalty box, if in it; else the algorithm, and a
+denial of a call that would have consumed puts the key into its box
+(reported when it ends after the denial's own reset).  Several limits: all
+or nothing (what admitted limits consumed is given back when one denies,
+and they report a look); a key in the box of one limit is denied by it
+and the others are only looked at; every limit the algorithms denied goes
+into its own box.
+
+=cut
+
+sub policy_check
+{
+	my ($self, $pol, $key, $c, $t) = @_;
+	my @lims = _policy_limits($pol, $key);
+	my $ov   = $pol->{overrides}{$key};
+	my $D    = $pol->{block};
+	my @rows = map { _override_row($_, $ov, $t) } @lims;
+
+	return _binding(\@lims, \@rows) if defined $rows[0];
+	if (@lims == 1)
+	{
+		my $l = $lims[0];
+		my $bu = $D ? $self->_box_until($l, $D, $t) : undef;
+		return _binding(\@lims, [ _blocked_row($l, $bu, $t) ]) if defined $bu;
+		my $row = $self->check(@$l{qw(algo skey L W)}, $c, $l->{B}, $t);
+		$self->_box_start($l, $D, $c, $t, $row) if $D;
+		return _binding(\@lims, [$row]);
+	}
+
+	my $blocked = 0;
+	if ($D)
+	{
+		for my $i (0 .. $#lims)
+		{
+			my $bu = $self->_box_until($lims[$i], $D, $t);
+			next unless defined $bu;
+			$rows[$i] = _blocked_row($lims[$i], $bu, $t);
+			$blocked = 1;
+		}
+	}
+	if ($blocked)
+	{
+		# the others are looked at: a look is no attempt, and boxes no key
+		for my $i (grep { !defined $rows[$_] } 0 .. $#lims)
+		{
+			my $l = $lims[$i];
+			$rows[$i] = $self->check(@$l{qw(algo skey L W)}, 0, $l->{B}, $t);
+		}
+		return _binding(\@lims, \@rows);
+	}
+	@rows = map { $self->check(@$_{qw(algo skey L W)}, $c, $_->{B}, $t) } @lims;
+	if (grep { !$_->{allowed} } @rows)
+	{
+		for my $i (grep { $rows[$_]{allowed} } 0 .. $#lims)
+		{
+			my $l = $lims[$i];
+			$rows[$i] = $self->adjust(@$l{qw(algo skey L W)}, -$c, $l->{B}, $t);
+		}
+		if ($D)
+		{
+			$self->_box_start($lims[$_], $D, $c, $t, $rows[$_])
+			  for grep { !$rows[$_]{allowed} } 0 .. $#lims;
+		}
+	}
+	return _binding(\@lims, \@rows);
+}
+
+=pod
+
+=head2 $m->policy_adjust($pol, $key, $delta, $t)
+
+Charge C<$delta> units (or give them back) under every limit of the policy
+like C<rl_adjust>, and return the binding limit's look as C<policy_check>
+does.  An unlimited key's override leaves the states alone (its row is
+the answer); a block does not (the units were used): the limits are
+charged and report their looks.  The penalty box is not involved.
+
+=cut
+
+sub policy_adjust
+{
+	my ($self, $pol, $key, $delta, $t) = @_;
+	my @lims = _policy_limits($pol, $key);
+	my $ov   = $pol->{overrides}{$key};
+	my @rows;
+	for my $l (@lims)
+	{
+		my $r = _override_row($l, $ov, $t);
+		push @rows,
+		  $r && $r->{allowed}
+		  ? $r
+		  : $self->adjust(@$l{qw(algo skey L W)}, $delta, $l->{B}, $t);
+	}
+	return _binding(\@lims, \@rows);
+}
+
+# A policy's limits for a key: its own (with the key's override's limit
+# and burst: a limit without a burst moves the burst with it unless the
+# policy gave its own), then the others; skey names each one's state.
+sub _policy_limits
+{
+	my ($pol, $key) = @_;
+	my $ov = $pol->{overrides}{$key};
+	my @lims;
+	for my $i (0 .. $#{ $pol->{limits} })
+	{
+		my $l = { %{ $pol->{limits}[$i] } };
+		$l->{skey} =
+		  $i == 0 ? "$pol->{name}\0$key" : "$pol->{name}\0\0$l->{name}\0$key";
+		$l->{B} = undef unless $HAS_BURST{ $l->{algo} };
+		push @lims, $l;
+	}
+	if ($ov && $HAS_BURST{ $lims[0]{algo} })
+	{
+		$lims[0]{B} = $ov->{limit}
+		  if defined $ov->{limit} && !$pol->{burst_given};
+		$lims[0]{B} = $ov->{burst} if defined $ov->{burst};
+	}
+	$lims[0]{L} = $ov->{limit} if $ov && defined $ov->{limit};
+	return @lims;
+}
+
+# the capacity of a limit: the burst of a bucket, else the limit
+sub _capacity
+{
+	my ($l) = @_;
+	return $HAS_BURST{ $l->{algo} } ? ($l->{B} // $l->{L}) : $l->{L};
+}
+
+=pod
+
+=head2 RlModel::policy_capacity($pol, $key)
+
+The largest cost a call under the policy may pass for the key (the least
+capacity of its limits, with the key's override).
+
+=cut
+
+sub policy_capacity
+{
+	my ($pol, $key) = @_;
+	my @caps = map { _capacity($_) } _policy_limits($pol, $key);
+	my $min = shift @caps;
+	$min = _min($min, $_) for @caps;
+	return $min;
+}
+
+# The row of a limit whose key's override answers at t without the
+# algorithm (a block in force, an unlimited key), or undef.
+sub _override_row
+{
+	my ($l, $ov, $t) = @_;
+	return undef unless $ov;
+	my $bu = $ov->{blocked_until};
+	return _blocked_row($l, $bu, $t)
+	  if defined $bu && ($bu eq 'inf' || $t < $bu);
+	return {
+		allowed     => 1,
+		limit       => $l->{L},
+		remaining   => _capacity($l),
+		retry_after => 0,
+		reset_at    => $t,
+		delay       => 0,
+		t           => $t,
+	} if $ov->{unlimited};
+	return undef;
+}
+
+# A denial by a block ending at $bu (or 'inf': then one window)
+sub _blocked_row
+{
+	my ($l, $bu, $t) = @_;
+	my $inf = $bu eq 'inf';
+	return {
+		allowed     => 0,
+		limit       => $l->{L},
+		remaining   => 0,
+		retry_after => _seconds($inf ? $l->{W} : $bu - $t),
+		reset_at    => $inf ? $t + $l->{W} : $bu,
+		delay       => 0,
+		t           => $t,
+	};
+}
+
+# A limit's penalty box is a token bucket of one token refilled over the
+# block_duration D (a state of its own, clamped in time as any): a denial
+# takes the token, and the key is in the box until it is back.  The end
+# of the box the key is in at t, or undef.
+sub _box_until
+{
+	my ($self, $l, $D, $t) = @_;
+	my $r = $self->check('token_bucket', "box\0$l->{skey}", 1, $D, 0, 1, $t);
+	return $r->{remaining} > 0 ? undef : $r->{reset_at};
+}
+
+# After the algorithm's row: a denial of a call that would have consumed
+# puts the key into its box from t, reported if it ends later than the
+# denial's own reset.
+sub _box_start
+{
+	my ($self, $l, $D, $c, $t, $row) = @_;
+	return if $row->{allowed} || $c == 0;
+	my $r = $self->check('token_bucket', "box\0$l->{skey}", 1, $D, 1, 1, $t);
+	return unless $r->{allowed};
+	if ($t + $D > $row->{reset_at})
+	{
+		$row->{reset_at}    = $t + $D;
+		$row->{retry_after} = _seconds($D);
+	}
+	return;
+}
+
+# The binding limit's row: when one denied, the denial with the longest
+# retry_after; when all admitted, the fewest units left (the policy's own
+# first among equals).
+sub _binding
+{
+	my ($lims, $rows) = @_;
+	my $b = 0;
+	for my $i (1 .. $#$rows)
+	{
+		my ($x, $y) = ($rows->[$b], $rows->[$i]);
+		$b = $i
+		  if $x->{allowed}
+		  ? !$y->{allowed} || $y->{remaining} < $x->{remaining}
+		  : !$y->{allowed} && $y->{retry_after} > $x->{retry_after};
+	}
+	return { %{ $rows->[$b] }, limit => $lims->[$b]{L}, binding => $b };
 }
 
 1;
