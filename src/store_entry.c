@@ -304,6 +304,33 @@ rl_store_create(RlSlot slot, const RlRequest *req, RlCall *call)
 	return e;
 }
 
+/*
+ * Put a saved log's entries (oldest first) into an entry's empty log,
+ * taking pool blocks for the call (the state file, a durable image).
+ * Returns false, the log emptied again, if a block could not be had.
+ */
+bool
+rl_store_log_fill(RlEntry *e, RlCall *call, const RlLogEntry *log, int nlog)
+{
+	RlChain		chain = store_chain();
+	int			i;
+
+	for (i = 0; i < nlog; i++)
+	{
+		if (rl_log_append(&e->st.log, &chain, log[i].time, log[i].cost))
+			continue;
+		chain.spare = rl_store_block_take(call, e->owner);
+		if (chain.spare == RL_NIL)
+		{
+			rl_log_release(&e->st.log, &chain);
+			rl_store_chain_freed(e, &chain);
+			return false;
+		}
+		(void) rl_log_append(&e->st.log, &chain, log[i].time, log[i].cost);
+	}
+	return true;
+}
+
 /* ---- reclaim (under the calling partition lock) ---- */
 
 /*

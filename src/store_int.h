@@ -338,6 +338,8 @@ extern void rl_store_blocks_changed(RlEntry *e, int32 delta);
 extern void rl_store_pool_push(uint32 first, uint32 last, uint32 n);
 extern uint32 rl_store_block_take(RlCall *call, uint16 owner);
 extern int	rl_store_key_copy(const RlEntry *e, char *out);
+extern bool rl_store_log_fill(RlEntry *e, RlCall *call,
+							  const RlLogEntry *log, int nlog);
 
 /* store_slots.c: the engine's slots */
 extern RlSlotResult rl_store_acquire(const RlRequest *req, RlSlotOp op,
@@ -376,7 +378,12 @@ extern RlRestore rl_store_restore(const RlEntryImage *img);
 /* entries imaged (sweep) or copied (file) per hold of a partition lock */
 #define RL_WAL_CHUNK		32
 
-/* A durable key's whole state: an IMAGE's body, and the file's entry. */
+/*
+ * A durable key's whole state: an IMAGE's body, and the file's entry.  A
+ * log's state is its entries with a cost, oldest first, after the key
+ * (RlLogEntry, unaligned): st.log then holds their sum and, in nblocks,
+ * their count, nothing else (the chain's blocks are each server's own).
+ */
 typedef struct RlWalImage
 {
 	Oid			dbid;
@@ -411,10 +418,13 @@ typedef struct RlWalSwept
 } RlWalSwept;
 
 /* store_durable.c: images, the durable file, records described */
+extern int	rl_durable_image_short(const RlEntry *e);
+extern void rl_durable_image_grow(int nlog);
 extern uint64 rl_durable_image_log(RlEntry *e);
 extern uint64 rl_durable_drop_log(RlEntry *e);
+extern uint32 rl_durable_image_nlog(const RlWalImage *rec);
 extern void rl_durable_image_apply(const RlWalImage *rec, const char *key,
-								   bool redo);
+								   const char *log, bool redo);
 extern void rl_durable_file_write(uint64 end, const char *why);
 struct StringInfoData;
 struct XLogReaderState;

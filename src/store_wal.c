@@ -144,21 +144,25 @@ log_allowed(void)
 }
 
 /*
- * Log a durable entry's image, if durable records may be written; the
- * partition lock is held exclusively.  Returns the record's end, or
- * InvalidXLogRecPtr.
+ * Log a durable entry's image, if durable records may be written and the
+ * image buffer has room for it; the partition lock is held exclusively.
+ * Returns the record's end, or InvalidXLogRecPtr.
  */
 static XLogRecPtr
 image_log_if_allowed(RlEntry *e)
 {
-	if (!(e->flags & RL_ENTRY_DURABLE) || !log_allowed())
+	if (!(e->flags & RL_ENTRY_DURABLE) || !log_allowed() ||
+		rl_durable_image_short(e) > 0)
 		return InvalidXLogRecPtr;
 	return rl_durable_image_log(e);
 }
 
 /*
  * Log a durable entry's image (after a refund); partition lock held.  The
- * record's end is kept: an abort flushes it (wal_xact_callback).
+ * record's end is kept: an abort flushes it (wal_xact_callback).  A log
+ * longer than the image buffer is not imaged here (the buffer grows only
+ * with no lock held): the key is one the transaction changed, imaged at
+ * its end.
  */
 void
 rl_store_wal_image(RlEntry *e)
@@ -191,11 +195,19 @@ touched_image(const RlTouched *t)
 	int			partno = (int) (t->idx / rl_store->per_part);
 	RlEntry    *e = &rl_entries[t->idx];
 	XLogRecPtr	end = InvalidXLogRecPtr;
+	int			grow = 0;
 
-	LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
-	if ((e->flags & RL_ENTRY_USED) && e->incarnation == t->incarnation)
-		end = image_log_if_allowed(e);
-	LWLockRelease(&rl_locks[partno].lock);
+	do
+	{
+		/* a log longer than the image buffer: grown with no lock held */
+		rl_durable_image_grow(grow);
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		grow = 0;
+		if ((e->flags & RL_ENTRY_USED) && e->incarnation == t->incarnation &&
+			(grow = rl_durable_image_short(e)) == 0)
+			end = image_log_if_allowed(e);
+		LWLockRelease(&rl_locks[partno].lock);
+	} while (grow > 0);
 	return end;
 }
 
@@ -341,11 +353,6 @@ rl_store_wal_validate(const RlRequest *req)
 {
 	if (!req->durable)
 		return;
-	if (rl_algo(req->algo)->state == RL_STATE_LOG)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("durable policies do not support algorithm \"%s\"",
-						rl_algo(req->algo)->name)));
 	if (req->params.cost == 0)
 		return;					/* a look: nothing to log */
 	if (RecoveryInProgress())
@@ -414,9 +421,13 @@ swept_apply(void)
 	}
 }
 
-/* A record's body, checked: its format, and that it holds its key. */
+/*
+ * A record's body, checked: its format, and that it holds its key and
+ * tail bytes more (a log's entries).
+ */
 static const char *
-record_key(XLogReaderState *record, Size head, int keylen, uint8 format)
+record_key(XLogReaderState *record, Size head, int keylen, Size tail,
+		   uint8 format)
 {
 	if (format > RL_WAL_FORMAT)
 		ereport(FATAL,
@@ -424,9 +435,9 @@ record_key(XLogReaderState *record, Size head, int keylen, uint8 format)
 				 errmsg("ratelimit WAL record of format %u, this build reads up to %u",
 						format, RL_WAL_FORMAT),
 				 errhint("Upgrade ratelimit on this server (a standby before its primary).")));
-	if (XLogRecGetDataLen(record) != head + keylen)
+	if (XLogRecGetDataLen(record) != head + keylen + tail)
 		elog(PANIC, "ratelimit WAL record of %u bytes, expected %zu",
-			 (unsigned) XLogRecGetDataLen(record), head + keylen);
+			 (unsigned) XLogRecGetDataLen(record), head + keylen + tail);
 	return XLogRecGetData(record) + head;
 }
 
@@ -449,8 +460,10 @@ rl_wal_redo(XLogReaderState *record)
 				const char *key;
 
 				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
-				key = record_key(record, sizeof(rec), rec.keylen, rec.format);
-				rl_durable_image_apply(&rec, key, true);
+				key = record_key(record, sizeof(rec), rec.keylen,
+								 (Size) rl_durable_image_nlog(&rec) *
+								 sizeof(RlLogEntry), rec.format);
+				rl_durable_image_apply(&rec, key, key + rec.keylen, true);
 				break;
 			}
 		case XLOG_RL_DROP:
@@ -459,7 +472,8 @@ rl_wal_redo(XLogReaderState *record)
 				const char *key;
 
 				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
-				key = record_key(record, sizeof(rec), rec.keylen, rec.format);
+				key = record_key(record, sizeof(rec), rec.keylen, 0,
+								 rec.format);
 				drop_apply(&rec, key);
 				break;
 			}
@@ -523,20 +537,27 @@ sweep(XLogRecPtr redo)
 		for (lo = 0; lo < rl_store->per_part; lo += RL_WAL_CHUNK)
 		{
 			uint32		hi = Min(lo + RL_WAL_CHUNK, rl_store->per_part);
-			uint32		j;
+			uint32		j = lo;
+			int			grow = 0;
 
-			LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
-			for (j = lo; j < hi; j++)
+			while (j < hi)
 			{
-				RlEntry    *e = &rl_entries[base + j];
-
-				if (e->flags & RL_ENTRY_DURABLE)
+				/* a log longer than the image buffer: grown unlocked */
+				rl_durable_image_grow(grow);
+				LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+				for (; j < hi; j++)
 				{
+					RlEntry    *e = &rl_entries[base + j];
+
+					if (!(e->flags & RL_ENTRY_DURABLE))
+						continue;
+					if ((grow = rl_durable_image_short(e)) > 0)
+						break;
 					(void) rl_durable_image_log(e);
 					n++;
 				}
+				LWLockRelease(&rl_locks[partno].lock);
 			}
-			LWLockRelease(&rl_locks[partno].lock);
 		}
 		CHECK_FOR_INTERRUPTS();
 	}

@@ -4,7 +4,8 @@
 # theirs back), whether the crash comes during traffic, right after a
 # CHECKPOINT, with keys idle since before it, again with no traffic since
 # the last restart, or after a clean restart; a reset key stays reset; many
-# keys come back; non-durable policies still start afresh.
+# keys come back; non-durable policies still start afresh.  A sliding log
+# (whose image holds its entries) is kept alike.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -60,6 +61,7 @@ $node->safe_psql('postgres', q{
 	INSERT INTO rl_policy (name, algo, "limit", per, durable)
 	VALUES ('orders', 'fixed_window', 1000000, '3650 days', true),
 		   ('uploads', 'token_bucket', 1000000, '3650 days', true),
+		   ('calls', 'sliding_window_log', 1000000, '3650 days', true),
 		   ('plain', 'fixed_window', 1000000, '3650 days', false);
 	CREATE TABLE orders (id bigserial PRIMARY KEY, tenant int NOT NULL);
 	CREATE TRIGGER orders_quota BEFORE INSERT ON orders FOR EACH ROW
@@ -67,21 +69,26 @@ $node->safe_psql('postgres', q{
 	CREATE TABLE uploads (id bigserial PRIMARY KEY, tenant int NOT NULL, bytes bigint NOT NULL);
 	CREATE TRIGGER uploads_quota BEFORE INSERT ON uploads FOR EACH ROW
 		EXECUTE FUNCTION rl_enforce('uploads', 'tenant', 'cost=bytes');
+	CREATE TABLE calls (id bigserial PRIMARY KEY, tenant int NOT NULL);
+	CREATE TRIGGER calls_quota BEFORE INSERT ON calls FOR EACH ROW
+		EXECUTE FUNCTION rl_enforce('calls', 'tenant');
 });
 wait_ready();
 
 # What each tenant used, as the limiter reports it and as the tables say.
 my $usage_sql = q{
-	SELECT coalesce(string_agg(t || ':' || o || ':' || u, ' ' ORDER BY t), '')
+	SELECT coalesce(string_agg(t || ':' || o || ':' || u || ':' || c, ' ' ORDER BY t), '')
 	FROM (SELECT t,
 		 1000000 - (rl_check(t::text, 'orders', cost => 0)).remaining AS o,
-		 1000000 - (rl_check(t::text, 'uploads', cost => 0)).remaining AS u
+		 1000000 - (rl_check(t::text, 'uploads', cost => 0)).remaining AS u,
+		 1000000 - (rl_check(t::text, 'calls', cost => 0)).remaining AS c
 		 FROM generate_series(1, 6) t) s};
 my $rows_sql = q{
-	SELECT coalesce(string_agg(t || ':' || o || ':' || u, ' ' ORDER BY t), '')
+	SELECT coalesce(string_agg(t || ':' || o || ':' || u || ':' || c, ' ' ORDER BY t), '')
 	FROM (SELECT t,
 		 (SELECT count(*) FROM orders WHERE tenant = t) AS o,
-		 (SELECT coalesce(sum(bytes), 0) FROM uploads WHERE tenant = t) AS u
+		 (SELECT coalesce(sum(bytes), 0) FROM uploads WHERE tenant = t) AS u,
+		 (SELECT count(*) FROM calls WHERE tenant = t) AS c
 		 FROM generate_series(1, 6) t) s};
 
 # pgbench: inserts for tenants lo..hi, a third of the transactions rolled back
@@ -96,6 +103,7 @@ sub traffic
 BEGIN;
 INSERT INTO orders (tenant) VALUES (:tenant);
 INSERT INTO uploads (tenant, bytes) VALUES (:tenant, :tenant * 10 + :rollback);
+INSERT INTO calls (tenant) VALUES (:tenant);
 \\if :rollback = 1
 ROLLBACK;
 \\else
@@ -155,10 +163,40 @@ is($node->safe_psql('postgres',
 	"SELECT 1000000 - remaining FROM rl_check('direct', 'orders', cost => 0)"),
 	'12', 'committed direct calls survive a crash');
 
+# a sliding log of 2,000 entries (longer than any image so far: the image
+# buffer grows between locks), in one transaction, then across a
+# checkpoint's sweep, a clean restart (the durable file) and crashes; its
+# entries keep their times (the oldest 501 expire together; a look at a
+# later time expires entries, so that one comes last)
+my $log_sql = q{
+	SELECT (rl_check('long', 'calls', cost => 0, at => '2026-06-01')).remaining};
+$node->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE rl_allow('long', 'calls',
+			at => timestamptz '2026-01-01' + i * interval '1 ms'))
+	FROM generate_series(0, 1999) i});
+my $log_before = $node->safe_psql('postgres', $log_sql);
+is($log_before, '998000', 'a sliding log of 2,000 entries');
+crash_and_start('kill');
+is($node->safe_psql('postgres', $log_sql), $log_before,
+	'a long sliding log survives a crash (its image from the commit)');
+$node->safe_psql('postgres', 'CHECKPOINT');
+crash_and_start('immediate');
+is($node->safe_psql('postgres', $log_sql), $log_before,
+	'and a crash after a checkpoint (its image from the sweep)');
+$node->restart;
+wait_ready();
+is($node->safe_psql('postgres', $log_sql), $log_before,
+	'and a clean restart (the durable file)');
+is($node->safe_psql('postgres', q{
+	SELECT (rl_check('long', 'calls', cost => 0,
+		at => timestamptz '2026-01-01 00:00:00.5' + interval '315360000 s')).remaining}),
+	'998501', 'its entries kept their times: the oldest 501 expire together');
+
 # a rolled-back insert gives back, and the crash does not bring it back
 $node->safe_psql('postgres', q{
 	BEGIN;
 	INSERT INTO orders (tenant) SELECT 6 FROM generate_series(1, 100);
+	INSERT INTO calls (tenant) SELECT 6 FROM generate_series(1, 100);
 	ROLLBACK;
 });
 crash_and_start('immediate');
