@@ -204,7 +204,10 @@ typedef struct RlCall
 	const RlEntry *busy;
 	RlRefusal	refusal;
 	bool		refused_blocks; /* the refusal was of a pool block */
-	bool		uncapped;		/* a durable image put back: no cap */
+	bool		uncapped;		/* a durable image put back: no cap, and
+								 * ordinary keys evicted for room */
+	bool		for_durable;	/* for a durable key: it may take the room
+								 * kept for them (ratelimit.durable_reserve) */
 	uint64		held[RL_MAX_PARTITIONS / 64];
 	int			ndurable;		/* durable entries the call changed (the
 								 * arrays are not zeroed) */
@@ -330,6 +333,7 @@ extern RlRefusal rl_owner_take(uint16 owner, bool blocks, uint32 n);
 extern uint64 rl_owner_cap(bool blocks, bool database);
 
 /* store_entry.c */
+extern bool rl_store_durable_room;
 extern RlEntry *rl_store_create(RlSlot slot, const RlRequest *req,
 								RlCall *call);
 extern void rl_store_remove(int partno, RlEntry *e);

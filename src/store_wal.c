@@ -776,6 +776,7 @@ rl_store_wal_init(void)
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 
+	rl_store_durable_room = rl_durable;
 	RegisterCustomRmgr(RL_RMGR_ID, &rl_rmgr);
 	/* inherited by every backend; a test of two variables if unused */
 	RegisterXactCallback(wal_xact_callback, NULL);
