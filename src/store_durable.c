@@ -54,6 +54,8 @@ typedef struct RlDurableHeader
 	uint64		count;
 } RlDurableHeader;
 
+int			rl_rmgr_id = RL_RMGR_ID_DEFAULT;	/* ratelimit.wal_rmgr_id */
+
 static char key_buf[RL_MAX_STORED_KEY]; /* a key copied under a lock */
 
 /*
@@ -162,7 +164,7 @@ rl_durable_image_log(RlEntry *e)
 	XLogRegisterData(key_buf, keylen);
 	if (nlog > 0)
 		XLogRegisterData((char *) image_log, nlog * sizeof(RlLogEntry));
-	end = XLogInsert(RL_RMGR_ID, XLOG_RL_IMAGE);
+	end = XLogInsert(rl_rmgr_id, XLOG_RL_IMAGE);
 	return end;
 }
 
@@ -183,7 +185,7 @@ rl_durable_drop_log(RlEntry *e)
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
 	XLogRegisterData(key_buf, rec.keylen);
-	return XLogInsert(RL_RMGR_ID, XLOG_RL_DROP);
+	return XLogInsert(rl_rmgr_id, XLOG_RL_DROP);
 }
 
 

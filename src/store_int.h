@@ -364,11 +364,12 @@ extern RlRestore rl_store_restore(const RlEntryImage *img);
 
 /*
  * Durable keys' WAL records (store_wal.c has the design).  The resource
- * manager's id: 128 is RM_EXPERIMENTAL_ID, PostgreSQL's id for
- * development; a released version must use one reserved on the wiki page
- * "CustomWALResourceManagers" (docs/design.md).
+ * manager's id, ratelimit.wal_rmgr_id (rl_rmgr_id, store_durable.c): by
+ * default 128, RM_EXPERIMENTAL_ID, PostgreSQL's id for development, until
+ * one is reserved on the wiki page "CustomWALResourceManagers"
+ * (docs/design.md).
  */
-#define RL_RMGR_ID			128
+#define RL_RMGR_ID_DEFAULT	128
 #define RL_RMGR_NAME		"ratelimit"
 
 /* record types (the high bits of xl_info) */
@@ -422,6 +423,7 @@ typedef struct RlWalSwept
 } RlWalSwept;
 
 /* store_durable.c: images, the durable file, records described */
+extern int	rl_rmgr_id;
 extern int	rl_durable_image_short(const RlEntry *e);
 extern void rl_durable_image_grow(int nlog);
 extern uint64 rl_durable_image_log(RlEntry *e);

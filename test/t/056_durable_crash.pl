@@ -293,6 +293,29 @@ SKIP:
 	is($out[-1], 'IMAGE,IMAGE,IMAGE', 'one image per transaction and durable key');
 }
 
+# pg_upgrade's carry-over (docs/quotas.md): the usage saved in a table, the
+# keys started afresh (as in the upgraded cluster), the usage charged back
+# (the fixed window and the sliding log: a bucket refills meanwhile)
+my $carry_sql = q{
+	SELECT string_agg(t || ':' ||
+		(1000000 - (rl_check(t::text, 'orders', cost => 0)).remaining) || ':' ||
+		(1000000 - (rl_check(t::text, 'calls', cost => 0)).remaining), ' ' ORDER BY t)
+	FROM generate_series(1, 6) t};
+my $carry_before = $node->safe_psql('postgres', $carry_sql);
+$node->safe_psql('postgres', q{
+	CREATE TABLE rl_carry AS SELECT p.name AS policy, u.key, u.used
+	FROM rl_policy p, rl_usage(p.name) u WHERE p.durable AND u.used > 0;
+	SELECT count(rl_reset(t::text, policy => p))
+	FROM generate_series(1, 6) t, unnest(ARRAY['orders', 'calls']) p;
+});
+is($node->safe_psql('postgres', $carry_sql), '1:0:0 2:0:0 3:0:0 4:0:0 5:0:0 6:0:0',
+	'the keys started afresh');
+$node->safe_psql('postgres', q{
+	SELECT count(rl_adjust(key, policy, used)) FROM rl_carry
+	WHERE policy IN ('orders', 'calls') AND key ~ '^[1-6]$'});
+is($node->safe_psql('postgres', $carry_sql), $carry_before,
+	'the usage carried over by rl_usage and rl_adjust');
+
 # a non-durable policy is as before: a crash starts it afresh
 $node->safe_psql('postgres', "SELECT rl_allow('p', 'plain', cost => 9)");
 crash_and_start('immediate');
@@ -305,7 +328,8 @@ $node->stop;
 # a store full of durable keys: a new durable key fails with 53400
 # (fail_mode does not apply), an ordinary call follows fail_mode, and the
 # durable keys are neither reclaimed nor evicted (one role fills it: no
-# share caps here, 026 tests those)
+# share caps here, 026 tests those); its records are logged and replayed
+# under another resource manager id (ratelimit.wal_rmgr_id)
 my $tiny = PostgreSQL::Test::Cluster->new('tiny');
 $tiny->init;
 $tiny->append_conf('postgresql.conf', qq{
@@ -314,6 +338,7 @@ ratelimit.durable = on
 ratelimit.max_keys = 256
 ratelimit.role_share = 100
 ratelimit.database_share = 100
+ratelimit.wal_rmgr_id = 201
 });
 $tiny->start;
 $tiny->safe_psql('postgres', q{
@@ -339,6 +364,8 @@ $tiny->start;
 is($tiny->safe_psql('postgres', q{
 	SELECT count(*) FILTER (WHERE (rl_check(i::text, 'q', at => '2026-01-01', cost => 0)).remaining = 9)
 	FROM generate_series(1, 256) i}), '256', 'and all of them survive a crash');
+like(slurp_file($tiny->logfile), qr/registered custom resource manager "ratelimit" with ID 201/,
+	'under resource manager id 201');
 $tiny->stop;
 
 done_testing();
