@@ -93,7 +93,7 @@ rl_durable_image_grow(int nlog)
 {
 	Size		cap = Max((Size) nlog * 2, 64);
 
-	if ((Size) image_log_cap >= cap)
+	if (nlog <= image_log_cap)
 		return;
 	if (image_log != NULL)
 		pfree(image_log);
