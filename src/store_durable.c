@@ -292,6 +292,7 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 	RlCall		call;
 	RlEntry    *e;
 	bool		room = true;
+	int			tries;
 
 	/* the log's entries aligned, and the owner: before the lock */
 	if (nlog > 0)
@@ -312,33 +313,50 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 	call.before = rl_clock_now() - RL_RECLAIM_MARGIN;
 	call.uncapped = true;
 
-	LWLockAcquire(&rl_locks[slot.partno].lock, LW_EXCLUSIVE);
-	e = rl_store_find(slot, rec->dbid, (RlAlgo) rec->algo, key, rec->keylen);
-	if (e == NULL)
-		e = rl_store_create(slot, &req, &call);
-	if (e != NULL)
+	for (tries = 0;; tries++)
 	{
-		if (!(e->flags & RL_ENTRY_DURABLE))
+		LWLockAcquire(&rl_locks[slot.partno].lock, LW_EXCLUSIVE);
+		e = rl_store_find(slot, rec->dbid, (RlAlgo) rec->algo, key,
+						  rec->keylen);
+		if (e == NULL)
+			e = rl_store_create(slot, &req, &call);
+		if (e != NULL)
 		{
-			e->flags |= RL_ENTRY_DURABLE;
-			part->durable++;
-		}
-		e->last = rec->last;
-		e->idle_at = rec->idle_at;
-		if (rl_algo(rec->algo)->state == RL_STATE_LOG)
-		{
-			RlChain		chain = store_chain();
+			if (!(e->flags & RL_ENTRY_DURABLE))
+			{
+				e->flags |= RL_ENTRY_DURABLE;
+				part->durable++;
+			}
+			e->last = rec->last;
+			e->idle_at = rec->idle_at;
+			if (rl_algo(rec->algo)->state == RL_STATE_LOG)
+			{
+				RlChain		chain = store_chain();
 
-			rl_log_release(&e->st.log, &chain);
-			rl_store_chain_freed(e, &chain);
-			room = rl_store_log_fill(e, &call, entries, (int) nlog);
+				rl_log_release(&e->st.log, &chain);
+				rl_store_chain_freed(e, &chain);
+				room = rl_store_log_fill(e, &call, entries, (int) nlog);
+			}
+			else
+				e->st = rec->st;
+			if (redo)
+				e->flags |= RL_ENTRY_SEEN;
 		}
-		else
-			e->st = rec->st;
-		if (redo)
-			e->flags |= RL_ENTRY_SEEN;
+		LWLockRelease(&rl_locks[slot.partno].lock);
+
+		/*
+		 * The pool full (of a standby's own ordinary logs and long keys,
+		 * say): drop ordinary keys holding blocks, each partition under
+		 * its own lock, and try again (a few times: ordinary calls may
+		 * take the blocks meanwhile).
+		 */
+		if ((e != NULL && room) || !call.refused_blocks || tries >= 8 ||
+			!rl_store_free_blocks(nlog / RL_LOG_PER_BLOCK +
+								  rec->keylen / RL_BLOCK_SIZE + 2))
+			break;
+		call.refusal = RL_REFUSED_NONE;
+		call.refused_blocks = false;
 	}
-	LWLockRelease(&rl_locks[slot.partno].lock);
 	if (entries != NULL)
 		pfree(entries);
 	if (e == NULL || !room)

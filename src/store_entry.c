@@ -59,6 +59,18 @@ pool_pop(uint32 keep)
 	return block;
 }
 
+/* The number of free blocks. */
+static uint32
+pool_free_count(void)
+{
+	uint32		n;
+
+	SpinLockAcquire(&rl_store->pool_lock);
+	n = rl_store->pool_nfree;
+	SpinLockRelease(&rl_store->pool_lock);
+	return n;
+}
+
 /* Give back n blocks already linked from first to last. */
 void
 rl_store_pool_push(uint32 first, uint32 last, uint32 n)
@@ -396,6 +408,41 @@ make_room(const RlCall *call, int scan)
 		}
 	}
 	part->reclaimed += freed;
+}
+
+/*
+ * A durable image put back (redo, the durable file) found the pool full:
+ * drop ordinary keys holding blocks (a log's, a long key's), live or not,
+ * each partition under its own lock, until at least n blocks are free.
+ * No lock held.  Returns whether they are.
+ */
+bool
+rl_store_free_blocks(uint32 n)
+{
+	int			partno;
+
+	for (partno = 0; partno < rl_store->nparts; partno++)
+	{
+		uint32		base = (uint32) partno * rl_store->per_part;
+		uint32		j;
+
+		if (pool_free_count() >= n)
+			return true;
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		for (j = 0; j < rl_store->per_part && pool_free_count() < n; j++)
+		{
+			RlEntry    *e = &rl_entries[base + j];
+
+			if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) ==
+				RL_ENTRY_USED && rl_store_entry_blocks(e) > 0)
+			{
+				rl_store_remove(partno, e);
+				rl_store->parts[partno].d.reclaimed++;
+			}
+		}
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	return pool_free_count() >= n;
 }
 
 /*

@@ -344,6 +344,7 @@ extern uint32 rl_store_block_take(RlCall *call, uint16 owner);
 extern int	rl_store_key_copy(const RlEntry *e, char *out);
 extern bool rl_store_log_fill(RlEntry *e, RlCall *call,
 							  const RlLogEntry *log, int nlog);
+extern bool rl_store_free_blocks(uint32 n);
 
 /* store_slots.c: the engine's slots */
 extern RlSlotResult rl_store_acquire(const RlRequest *req, RlSlotOp op,

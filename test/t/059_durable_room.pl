@@ -1,7 +1,8 @@
 # Durable keys under store pressure (#10): live ordinary keys cannot crowd
 # durable ones out (ratelimit.durable_reserve keeps part of each partition's
 # entries and of the pool for them), and WAL replay on a standby whose own
-# ordinary calls filled its store evicts ordinary keys rather than stop.
+# ordinary calls filled its store (entries and pool) evicts ordinary keys
+# rather than stop.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -60,24 +61,37 @@ my ($ret, $out, $err) = $primary->psql('postgres',
 like($err, qr/53400: no room in the ratelimit store for a key of durable policy "q"/,
 	'once those are taken too, a new durable key fails with 53400');
 
-# a standby whose own ordinary calls fill its store (no room kept): replay
-# evicts ordinary keys for the primary's durable ones
+# a standby whose own ordinary calls fill its store, a log the pool and keys
+# the entries (no room kept): replay evicts ordinary keys for the primary's
+# durable ones, and drops the ordinary log for a durable log's blocks
 my $standby = PostgreSQL::Test::Cluster->new('room_standby');
 $standby->init_from_backup($primary, 'backup', has_streaming => 1);
 $standby->append_conf('postgresql.conf', 'ratelimit.durable_reserve = 0');
 $standby->start;
 $primary->wait_for_catchup($standby);
 $standby->safe_psql('postgres', q{
+	SELECT count(rl_allow('sbig', 'sliding_window_log', 100000, '1 day',
+		at => timestamptz '2030-01-01' + i * interval '1 ms'))
+	FROM generate_series(1, 5000) i;
 	SELECT count(rl_allow('s' || i, 'fixed_window', 10, '1 day', at => '2030-01-01'))
 	FROM generate_series(1, 400) i});
+is($standby->safe_psql('postgres', 'SELECT pool_blocks - pool_used FROM rl_store_info()'),
+	'0', 'the standby\'s pool is full of its own ordinary log');
 is($standby->safe_psql('postgres', 'SELECT used FROM rl_store_info()'), '256',
 	'the standby\'s store is full of its own live ordinary keys');
 $primary->safe_psql('postgres', q{
 	SELECT rl_reset('k' || i, policy => 'q') FROM generate_series(1, 25) i;
 	SELECT rl_reset(i::text, algo => 'fixed_window') FROM generate_series(1, 300) i;
+	SELECT rl_reset('big', algo => 'sliding_window_log');
+	SELECT count(rl_allow('d1', 'qlog',
+		at => timestamptz '2030-01-01' + i * interval '1 ms'))
+	FROM generate_series(1, 200) i;
 	SELECT count(rl_allow('r' || i, 'q', at => '2030-01-01'))
 	FROM generate_series(1, 100) i});
 $primary->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{
+	SELECT (rl_check('d1', 'qlog', at => '2030-01-01 00:00:01', cost => 0)).remaining}),
+	'800', 'the standby replays a durable log of 200 entries, its ordinary log dropped for the blocks');
 is($standby->safe_psql('postgres', q{
 	SELECT count(*) FILTER (WHERE (rl_check('r' || i, 'q', at => '2030-01-01', cost => 0)).remaining = 9)
 	FROM generate_series(1, 100) i}),
