@@ -15,8 +15,8 @@
  *
  * File format (native byte order): a header (magic, format, the system
  * identifier, the LSN up to which the file holds every durable record, the
- * entry count); per durable key its IMAGE body and the key bytes; a CRC-32C
- * of the entries then the header.
+ * entry count); per durable key its IMAGE body, the key bytes and a log's
+ * entries; a CRC-32C of the entries then the header.
  *
  *-------------------------------------------------------------------------
  */
@@ -463,7 +463,9 @@ rl_durable_file_write(uint64 end, const char *why)
 					nlog = rl_durable_image_nlog(&rec) * sizeof(RlLogEntry);
 					memcpy(buf + used, &rec, sizeof(rec));
 					memcpy(buf + used + sizeof(rec), key_buf, keylen);
-					memcpy(buf + used + sizeof(rec) + keylen, image_log, nlog);
+					if (nlog > 0)
+						memcpy(buf + used + sizeof(rec) + keylen, image_log,
+							   nlog);
 					used += sizeof(rec) + keylen + nlog;
 					hdr.count++;
 				}
