@@ -17,6 +17,7 @@ OBJS = \
 	src/store_entry.o \
 	src/store_durable.o \
 	src/store_wal.o \
+	src/store_sweeper.o \
 	src/store_engine.o \
 	src/store_admin.o \
 	src/store_slots.o \

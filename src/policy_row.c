@@ -153,7 +153,7 @@ policy_option(Datum value, bool isnull, const char *column,
 
 /*
  * A durable policy's state is logged by the shared-memory store: it is
- * decided there, and by an algorithm whose image has a bounded size.
+ * decided there, and by an algorithm whose state outlives sessions.
  */
 static void
 policy_durable_check(const RlPolicy *pol)
@@ -163,11 +163,6 @@ policy_durable_check(const RlPolicy *pol)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("policy \"%s\": a durable policy must use the local backend",
 						pol->name)));
-	if (rl_algo(pol->algo)->state == RL_STATE_LOG)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("policy \"%s\": durable policies do not support algorithm \"%s\"",
-						pol->name, rl_algo(pol->algo)->name)));
 	/* slots are held by backends, which a crash ends: nothing to keep */
 	if (rl_algo_holds(pol->algo))
 		ereport(ERROR,

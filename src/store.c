@@ -102,6 +102,7 @@ int			rl_pool_size = 16384;	/* kB */
 int			rl_max_owners = 1024;
 int			rl_role_share = 50;
 int			rl_database_share = 75;
+int			rl_durable_reserve = 10;
 
 RlStoreHeader *rl_store = NULL;
 LWLockPadded *rl_locks;
@@ -157,6 +158,14 @@ rl_store_init(void)
 							"A call that needs a new key past it is decided by fail_mode.",
 							&rl_database_share,
 							75, 1, 100,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("ratelimit.durable_reserve",
+							"Percentage of each partition's keys, and of the pool, kept for durable keys.",
+							"With ratelimit.durable on, ordinary keys never take the last of them, so live ordinary keys cannot crowd durable ones out.",
+							&rl_durable_reserve,
+							10, 0, 90,
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 }

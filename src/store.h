@@ -15,13 +15,14 @@ extern const RlEngine rl_store_engine;
 
 /*
  * its settings: ratelimit.max_keys, pool_size, max_owners, role_share,
- * database_share
+ * database_share, durable_reserve
  */
 extern int	rl_max_keys;
 extern int	rl_pool_size;
 extern int	rl_max_owners;
 extern int	rl_role_share;
 extern int	rl_database_share;
+extern int	rl_durable_reserve;
 
 extern void rl_store_init(void);
 extern void rl_store_request(void);

@@ -437,8 +437,6 @@ rl_store_restore(const RlEntryImage *img)
 	RlSlot		slot;
 	RlCall		call;
 	RlEntry    *e;
-	RlChain		chain;
-	int			i;
 
 	rl_request_init(&req);
 	req.dbid = img->dbid;
@@ -463,22 +461,10 @@ rl_store_restore(const RlEntryImage *img)
 		return RL_RESTORED;
 	}
 
-	chain = store_chain();
-	for (i = 0; i < img->saved.nlog; i++)
+	if (!rl_store_log_fill(e, &call, img->saved.log, img->saved.nlog))
 	{
-		const RlLogEntry *entry = &img->saved.log[i];
-
-		if (!rl_log_append(&e->st.log, &chain, entry->time, entry->cost))
-		{
-			chain.spare = rl_store_block_take(&call, e->owner);
-			if (chain.spare == RL_NIL)
-			{
-				rl_store_remove(slot.partno, e);
-				return RL_RESTORE_NO_ROOM;
-			}
-			(void) rl_log_append(&e->st.log, &chain, entry->time,
-								 entry->cost);
-		}
+		rl_store_remove(slot.partno, e);
+		return RL_RESTORE_NO_ROOM;
 	}
 	return RL_RESTORED;
 }

@@ -15,8 +15,8 @@
  *
  * File format (native byte order): a header (magic, format, the system
  * identifier, the LSN up to which the file holds every durable record, the
- * entry count); per durable key its IMAGE body and the key bytes; a CRC-32C
- * of the entries then the header.
+ * entry count); per durable key its IMAGE body, the key bytes and a log's
+ * entries; a CRC-32C of the entries then the header.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,6 +37,7 @@
 #include "portability/instr_time.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
+#include "utils/memutils.h"
 
 #include "store_int.h"
 
@@ -53,11 +54,59 @@ typedef struct RlDurableHeader
 	uint64		count;
 } RlDurableHeader;
 
+int			rl_rmgr_id = RL_RMGR_ID_DEFAULT;	/* ratelimit.wal_rmgr_id */
+
 static char key_buf[RL_MAX_STORED_KEY]; /* a key copied under a lock */
+
+/*
+ * A log's entries copied under a lock, for its image: grown with no lock
+ * held (rl_durable_image_grow) when an image finds it short.
+ */
+static RlLogEntry *image_log = NULL;
+static int	image_log_cap = 0;
 
 /* ---- images ---- */
 
-/* An entry's image, its key copied to key_buf; returns the key length. */
+/*
+ * How many log entries the entry's image needs, if the image buffer has
+ * not room for them; 0 if it has (always, but for a log).  Partition lock
+ * held.
+ */
+int
+rl_durable_image_short(const RlEntry *e)
+{
+	RlChain		chain = store_chain();
+	int			n;
+
+	if (rl_algo(e->algo)->state != RL_STATE_LOG)
+		return 0;
+	n = rl_log_length(&e->st.log, &chain);
+	return n > image_log_cap ? n : 0;
+}
+
+/*
+ * Make room in the image buffer for nlog log entries, and some more (the
+ * log may grow before the lock is taken again).  No lock held.
+ */
+void
+rl_durable_image_grow(int nlog)
+{
+	Size		cap = Max((Size) nlog * 2, 64);
+
+	if (nlog <= image_log_cap)
+		return;
+	if (image_log != NULL)
+		pfree(image_log);
+	image_log = MemoryContextAllocHuge(TopMemoryContext,
+									   cap * sizeof(RlLogEntry));
+	image_log_cap = (int) cap;
+}
+
+/*
+ * An entry's image, its key copied to key_buf and a log's entries to
+ * image_log (which has room: rl_durable_image_short); returns the key
+ * length.
+ */
 static int
 image_of(const RlEntry *e, RlWalImage *rec)
 {
@@ -72,25 +121,50 @@ image_of(const RlEntry *e, RlWalImage *rec)
 	rec->format = RL_WAL_FORMAT;
 	rec->last = e->last;
 	rec->idle_at = e->idle_at;
-	rec->st = e->st;
+	if (rl_algo(e->algo)->state == RL_STATE_LOG)
+	{
+		RlChain		chain = store_chain();
+		int			n = rl_log_walk(&e->st.log, &chain, image_log,
+									image_log_cap);
+
+		Assert(n <= image_log_cap);
+		rec->st.log.sum = e->st.log.sum;
+		rec->st.log.nblocks = (uint32) n;
+	}
+	else
+		rec->st = e->st;
 	return rec->keylen;
 }
 
+/* The log entries following an image's key (0 but for a log). */
+uint32
+rl_durable_image_nlog(const RlWalImage *rec)
+{
+	if (rec->algo >= RL_NUM_ALGOS ||
+		rl_algo(rec->algo)->state != RL_STATE_LOG)
+		return 0;
+	return rec->st.log.nblocks;
+}
+
 /*
- * Log the entry's image, under its partition lock (held exclusively);
- * returns the end of the record.
+ * Log the entry's image, under its partition lock (held exclusively; the
+ * image buffer has room: rl_durable_image_short); returns the end of the
+ * record.
  */
 uint64
 rl_durable_image_log(RlEntry *e)
 {
 	RlWalImage	rec;
 	int			keylen = image_of(e, &rec);
+	uint32		nlog = rl_durable_image_nlog(&rec);
 	XLogRecPtr	end;
 
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
 	XLogRegisterData(key_buf, keylen);
-	end = XLogInsert(RL_RMGR_ID, XLOG_RL_IMAGE);
+	if (nlog > 0)
+		XLogRegisterData((char *) image_log, nlog * sizeof(RlLogEntry));
+	end = XLogInsert(rl_rmgr_id, XLOG_RL_IMAGE);
 	return end;
 }
 
@@ -111,7 +185,7 @@ rl_durable_drop_log(RlEntry *e)
 	XLogBeginInsert();
 	XLogRegisterData((char *) &rec, sizeof(rec));
 	XLogRegisterData(key_buf, rec.keylen);
-	return XLogInsert(RL_RMGR_ID, XLOG_RL_DROP);
+	return XLogInsert(rl_rmgr_id, XLOG_RL_DROP);
 }
 
 
@@ -137,6 +211,9 @@ rl_durable_desc(StringInfo buf, XLogReaderState *record)
 		memcpy(&rec, data, sizeof(rec));
 		appendStringInfo(buf, "db %u, algorithm %u, key of %u bytes",
 						 rec.dbid, rec.algo, rec.keylen);
+		if (rl_durable_image_nlog(&rec) > 0)
+			appendStringInfo(buf, ", %u log entries",
+							 rl_durable_image_nlog(&rec));
 	}
 	else if (info == XLOG_RL_DROP)
 	{
@@ -197,66 +274,96 @@ image_owner(Oid dbid, Oid roleid)
 
 /*
  * Put a durable key's image in the store (redo, the durable file): the
- * entry is created if need be (by reclaiming or evicting ordinary keys),
- * its state overwritten.  redo: an image replayed, marked as seen since
- * the last sweep's end (store_wal.c's swept_apply).
+ * entry is created if need be (by reclaiming idle ordinary keys), its
+ * state overwritten; a log's entries (log, unaligned) are put back in
+ * blocks of the pool.  redo: an image replayed, marked as seen since the
+ * last sweep's end (store_wal.c's swept_apply).
  */
 void
 rl_durable_image_apply(const RlWalImage *rec, const char *key,
-					   bool redo)
+					   const char *log, bool redo)
 {
 	RlSlot		slot = rl_store_slot(rec->dbid, (RlAlgo) rec->algo, key,
 									 rec->keylen);
 	RlPartitionData *part = &rl_store->parts[slot.partno].d;
+	uint32		nlog = rl_durable_image_nlog(rec);
+	RlLogEntry *entries = NULL;
+	RlRequest	req;
+	RlCall		call;
 	RlEntry    *e;
+	bool		room = true;
+	int			tries;
 
-	LWLockAcquire(&rl_locks[slot.partno].lock, LW_EXCLUSIVE);
-	e = rl_store_find(slot, rec->dbid, (RlAlgo) rec->algo, key, rec->keylen);
-	if (e == NULL)
+	/* the log's entries aligned, and the owner: before the lock */
+	if (nlog > 0)
 	{
-		RlRequest	req;
-		RlCall		call;
-		int			owner;
+		entries = palloc_extended(nlog * sizeof(RlLogEntry),
+								  MCXT_ALLOC_HUGE);
+		memcpy(entries, log, nlog * sizeof(RlLogEntry));
+	}
+	rl_request_init(&req);
+	req.dbid = rec->dbid;
+	req.algo = (RlAlgo) rec->algo;
+	req.key = key;
+	req.keylen = rec->keylen;
+	req.durable = true;
+	rl_store_call_init(&call, (uint16) image_owner(rec->owner_dbid,
+												   rec->owner_roleid));
+	call.partno = slot.partno;
+	call.before = rl_clock_now() - RL_RECLAIM_MARGIN;
+	call.uncapped = true;
 
-		/* the owner lock is never taken under a partition lock */
-		LWLockRelease(&rl_locks[slot.partno].lock);
-		owner = image_owner(rec->owner_dbid, rec->owner_roleid);
-
-		rl_request_init(&req);
-		req.dbid = rec->dbid;
-		req.algo = (RlAlgo) rec->algo;
-		req.key = key;
-		req.keylen = rec->keylen;
-		req.durable = true;
-		rl_store_call_init(&call, (uint16) owner);
-		call.partno = slot.partno;
-		call.before = rl_clock_now() - RL_RECLAIM_MARGIN;
-		call.uncapped = true;
+	for (tries = 0;; tries++)
+	{
 		LWLockAcquire(&rl_locks[slot.partno].lock, LW_EXCLUSIVE);
 		e = rl_store_find(slot, rec->dbid, (RlAlgo) rec->algo, key,
 						  rec->keylen);
 		if (e == NULL)
 			e = rl_store_create(slot, &req, &call);
-		if (e == NULL)
+		if (e != NULL)
 		{
-			LWLockRelease(&rl_locks[slot.partno].lock);
-			ereport(FATAL,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("no room in the ratelimit store for a durable key"),
-					 errhint("Raise ratelimit.max_keys to at least its value on the primary.")));
+			if (!(e->flags & RL_ENTRY_DURABLE))
+			{
+				e->flags |= RL_ENTRY_DURABLE;
+				part->durable++;
+			}
+			e->last = rec->last;
+			e->idle_at = rec->idle_at;
+			if (rl_algo(rec->algo)->state == RL_STATE_LOG)
+			{
+				RlChain		chain = store_chain();
+
+				rl_log_release(&e->st.log, &chain);
+				rl_store_chain_freed(e, &chain);
+				room = rl_store_log_fill(e, &call, entries, (int) nlog);
+			}
+			else
+				e->st = rec->st;
+			if (redo)
+				e->flags |= RL_ENTRY_SEEN;
 		}
+		LWLockRelease(&rl_locks[slot.partno].lock);
+
+		/*
+		 * The pool full (of a standby's own ordinary logs and long keys,
+		 * say): drop ordinary keys holding blocks, each partition under
+		 * its own lock, and try again (a few times: ordinary calls may
+		 * take the blocks meanwhile).
+		 */
+		if ((e != NULL && room) || !call.refused_blocks || tries >= 8 ||
+			!rl_store_free_blocks(nlog / RL_LOG_PER_BLOCK +
+								  rec->keylen / RL_BLOCK_SIZE + 2))
+			break;
+		call.refusal = RL_REFUSED_NONE;
+		call.refused_blocks = false;
 	}
-	if (!(e->flags & RL_ENTRY_DURABLE))
-	{
-		e->flags |= RL_ENTRY_DURABLE;
-		part->durable++;
-	}
-	e->last = rec->last;
-	e->idle_at = rec->idle_at;
-	e->st = rec->st;
-	if (redo)
-		e->flags |= RL_ENTRY_SEEN;
-	LWLockRelease(&rl_locks[slot.partno].lock);
+	if (entries != NULL)
+		pfree(entries);
+	if (e == NULL || !room)
+		ereport(FATAL,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("no room in the ratelimit store for a durable key"),
+				 errhint("Raise ratelimit.max_keys and ratelimit.pool_size to at least their values on the primary.")));
 }
 
 /* ---- the durable file ---- */
@@ -295,9 +402,9 @@ write_all(int fd, const char *buf, size_t len)
 void
 rl_durable_file_write(uint64 end, const char *why)
 {
-	Size		chunk = RL_WAL_CHUNK * (sizeof(RlWalImage) +
-										RL_MAX_STORED_KEY);
-	char	   *buf = palloc(chunk);
+	Size		bufsize = RL_WAL_CHUNK * (sizeof(RlWalImage) +
+										  RL_MAX_STORED_KEY);
+	char	   *buf = palloc(bufsize);
 	RlDurableHeader hdr;
 	pg_crc32c	crc;
 	bool		ok;
@@ -330,26 +437,49 @@ rl_durable_file_write(uint64 end, const char *why)
 		{
 			uint32		hi = Min(lo + RL_WAL_CHUNK, rl_store->per_part);
 			Size		used = 0;
-			uint32		j;
+			uint32		j = lo;
 
-			if (IsUnderPostmaster)
-				LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
-			for (j = lo; j < hi; j++)
+			while (j < hi)
 			{
-				RlEntry    *e = &rl_entries[base + j];
-				RlWalImage	rec;
-				int			keylen;
+				int			grow = 0;
 
-				if (!(e->flags & RL_ENTRY_DURABLE))
-					continue;
-				keylen = image_of(e, &rec);
-				memcpy(buf + used, &rec, sizeof(rec));
-				memcpy(buf + used + sizeof(rec), key_buf, keylen);
-				used += sizeof(rec) + keylen;
-				hdr.count++;
+				if (IsUnderPostmaster)
+					LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+				for (; j < hi; j++)
+				{
+					RlEntry    *e = &rl_entries[base + j];
+					RlWalImage	rec;
+					Size		nlog;
+					int			keylen;
+
+					if (!(e->flags & RL_ENTRY_DURABLE))
+						continue;
+					/* a log longer than the buffers: grow them unlocked */
+					if ((grow = rl_durable_image_short(e)) > 0 ||
+						used + sizeof(rec) + RL_MAX_STORED_KEY +
+						(Size) image_log_cap * sizeof(RlLogEntry) > bufsize)
+						break;
+					keylen = image_of(e, &rec);
+					nlog = rl_durable_image_nlog(&rec) * sizeof(RlLogEntry);
+					memcpy(buf + used, &rec, sizeof(rec));
+					memcpy(buf + used + sizeof(rec), key_buf, keylen);
+					if (nlog > 0)
+						memcpy(buf + used + sizeof(rec) + keylen, image_log,
+							   nlog);
+					used += sizeof(rec) + keylen + nlog;
+					hdr.count++;
+				}
+				if (IsUnderPostmaster)
+					LWLockRelease(&rl_locks[partno].lock);
+				if (j < hi)
+				{
+					rl_durable_image_grow(grow);
+					bufsize = Max(bufsize, used + sizeof(RlWalImage) +
+								  RL_MAX_STORED_KEY +
+								  (Size) image_log_cap * sizeof(RlLogEntry));
+					buf = repalloc_huge(buf, bufsize);
+				}
 			}
-			if (IsUnderPostmaster)
-				LWLockRelease(&rl_locks[partno].lock);
 			COMP_CRC32C(crc, buf, used);
 			ok = write_all(fd, buf, used);
 		}
@@ -416,8 +546,15 @@ static bool
 image_sane(const RlWalImage *rec)
 {
 	return rec->algo < RL_NUM_ALGOS && rec->format <= RL_WAL_FORMAT &&
-		rec->keylen > 0 && rec->keylen <= RL_MAX_STORED_KEY &&
-		rl_algo(rec->algo)->state != RL_STATE_LOG;
+		rec->keylen > 0 && rec->keylen <= RL_MAX_STORED_KEY;
+}
+
+/* An image's size in the file: its body, its key and a log's entries. */
+static Size
+image_size(const RlWalImage *rec)
+{
+	return sizeof(*rec) + rec->keylen +
+		(Size) rl_durable_image_nlog(rec) * sizeof(RlLogEntry);
 }
 
 /*
@@ -498,9 +635,9 @@ durable_file_load(void)
 			break;
 		memcpy(&rec, p, sizeof(rec));
 		if (!image_sane(&rec) ||
-			p + sizeof(rec) + rec.keylen > data + size - sizeof(crc))
+			image_size(&rec) > (Size) (data + size - sizeof(crc) - p))
 			break;
-		p += sizeof(rec) + rec.keylen;
+		p += image_size(&rec);
 	}
 	if (i != hdr.count || p != data + size - sizeof(crc))
 	{
@@ -514,8 +651,9 @@ durable_file_load(void)
 		RlWalImage	rec;
 
 		memcpy(&rec, p, sizeof(rec));
-		rl_durable_image_apply(&rec, p + sizeof(rec), false);
-		p += sizeof(rec) + rec.keylen;
+		rl_durable_image_apply(&rec, p + sizeof(rec),
+							   p + sizeof(rec) + rec.keylen, false);
+		p += image_size(&rec);
 	}
 	pfree(data);
 	rl_store->durable_file_end = hdr.end;

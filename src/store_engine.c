@@ -158,12 +158,14 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 
 	call->partno = slot.partno;
 	call->before = Min(now, t) - RL_RECLAIM_MARGIN;
+	call->for_durable = req->durable;
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e != NULL)
 	{
 		if (t < e->last)
 			t = e->last;
 		call->busy = e;
+		call->for_durable |= (e->flags & RL_ENTRY_DURABLE) != 0;
 		if (!entry_decide(e, false, t, &req->params, out, call, charge))
 			status = RL_NO_ROOM;
 		e->last = t;

@@ -21,18 +21,35 @@
 
 #include "store_int.h"
 
+/* ratelimit.durable is on: room is kept for durable keys (store_wal.c) */
+bool		rl_store_durable_room = false;
+
 static void make_room(const RlCall *call, int scan);
+static void evict_ordinary(const RlCall *call);
 
 /* ---- the pool (spinlock held only to pop or push) ---- */
 
-/* A free block, or RL_NIL. */
+/*
+ * What ordinary keys leave free of n entries or blocks: the room kept for
+ * durable keys (ratelimit.durable_reserve, when durable keys are on), 0
+ * for a call for a durable key.
+ */
+static inline uint32
+reserved(const RlCall *call, uint32 n)
+{
+	if (!rl_store_durable_room || call->for_durable || call->uncapped)
+		return 0;
+	return (uint32) ((uint64) n * (uint32) rl_durable_reserve / 100);
+}
+
+/* A free block, if more than keep are free, or RL_NIL. */
 static uint32
-pool_pop(void)
+pool_pop(uint32 keep)
 {
 	uint32		block = RL_NIL;
 
 	SpinLockAcquire(&rl_store->pool_lock);
-	if (rl_store->pool_nfree > 0)
+	if (rl_store->pool_nfree > keep)
 	{
 		block = rl_store->pool_free;
 		rl_store->pool_free = rl_block_next[block];
@@ -40,6 +57,18 @@ pool_pop(void)
 	}
 	SpinLockRelease(&rl_store->pool_lock);
 	return block;
+}
+
+/* The number of free blocks. */
+static uint32
+pool_free_count(void)
+{
+	uint32		n;
+
+	SpinLockAcquire(&rl_store->pool_lock);
+	n = rl_store->pool_nfree;
+	SpinLockRelease(&rl_store->pool_lock);
+	return n;
 }
 
 /* Give back n blocks already linked from first to last. */
@@ -237,6 +266,17 @@ take_capped(RlCall *call, uint16 owner, bool blocks)
 }
 
 /*
+ * Has the partition a free entry for the call, outside the room kept for
+ * durable keys if it is not for one?
+ */
+static inline bool
+room_free(const RlCall *call, const RlPartitionData *part)
+{
+	return part->free != RL_NIL &&
+		rl_store->per_part - part->used > reserved(call, rl_store->per_part);
+}
+
+/*
  * Take a free entry for a new key of the call's owner and link it in,
  * within the caps of the owner's role and database, reclaiming idle
  * entries if the partition is full.  NULL if there is no room
@@ -254,9 +294,11 @@ rl_store_create(RlSlot slot, const RlRequest *req, RlCall *call)
 	/* the caps first: a call over one is refused for it, store full or not */
 	if ((why = take_capped(call, call->owner, false)) == RL_REFUSED_NONE)
 	{
-		if (part->free == RL_NIL && call->before != PG_INT64_MIN)
+		if (!room_free(call, part) && call->before != PG_INT64_MIN)
 			make_room(call, RL_RECLAIM_SCAN);
-		if (part->free == RL_NIL)
+		if (!room_free(call, part) && call->uncapped)
+			evict_ordinary(call);
+		if (!room_free(call, part))
 		{
 			rl_owner_count(call->owner, false, -1);
 			why = RL_REFUSED_FULL;
@@ -304,6 +346,33 @@ rl_store_create(RlSlot slot, const RlRequest *req, RlCall *call)
 	return e;
 }
 
+/*
+ * Put a saved log's entries (oldest first) into an entry's empty log,
+ * taking pool blocks for the call (the state file, a durable image).
+ * Returns false, the log emptied again, if a block could not be had.
+ */
+bool
+rl_store_log_fill(RlEntry *e, RlCall *call, const RlLogEntry *log, int nlog)
+{
+	RlChain		chain = store_chain();
+	int			i;
+
+	for (i = 0; i < nlog; i++)
+	{
+		if (rl_log_append(&e->st.log, &chain, log[i].time, log[i].cost))
+			continue;
+		chain.spare = rl_store_block_take(call, e->owner);
+		if (chain.spare == RL_NIL)
+		{
+			rl_log_release(&e->st.log, &chain);
+			rl_store_chain_freed(e, &chain);
+			return false;
+		}
+		(void) rl_log_append(&e->st.log, &chain, log[i].time, log[i].cost);
+	}
+	return true;
+}
+
 /* ---- reclaim (under the calling partition lock) ---- */
 
 /*
@@ -342,6 +411,69 @@ make_room(const RlCall *call, int scan)
 }
 
 /*
+ * A durable image put back (redo, the durable file) found the pool full:
+ * drop ordinary keys holding blocks (a log's, a long key's), live or not,
+ * each partition under its own lock, until at least n blocks are free.
+ * No lock held.  Returns whether they are.
+ */
+bool
+rl_store_free_blocks(uint32 n)
+{
+	int			partno;
+
+	for (partno = 0; partno < rl_store->nparts; partno++)
+	{
+		uint32		base = (uint32) partno * rl_store->per_part;
+		uint32		j;
+
+		if (pool_free_count() >= n)
+			return true;
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		for (j = 0; j < rl_store->per_part && pool_free_count() < n; j++)
+		{
+			RlEntry    *e = &rl_entries[base + j];
+
+			if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) ==
+				RL_ENTRY_USED && rl_store_entry_blocks(e) > 0)
+			{
+				rl_store_remove(partno, e);
+				rl_store->parts[partno].d.reclaimed++;
+			}
+		}
+		LWLockRelease(&rl_locks[partno].lock);
+	}
+	return pool_free_count() >= n;
+}
+
+/*
+ * A durable image put back (redo, the durable file) finds its partition
+ * full: evict an ordinary key, live or not.  Replay must not stop for
+ * keys a crash would have lost anyway (a standby's own ordinary calls, the
+ * state file of a clean start); only durable keys filling the partition
+ * stop it.
+ */
+static void
+evict_ordinary(const RlCall *call)
+{
+	int			partno = call->partno;
+	uint32		base = (uint32) partno * rl_store->per_part;
+	uint32		j;
+
+	for (j = 0; j < rl_store->per_part; j++)
+	{
+		RlEntry    *e = &rl_entries[base + j];
+
+		if ((e->flags & (RL_ENTRY_USED | RL_ENTRY_DURABLE)) == RL_ENTRY_USED &&
+			e != call->busy)
+		{
+			rl_store_remove(partno, e);
+			rl_store->parts[partno].d.reclaimed++;
+			return;
+		}
+	}
+}
+
+/*
  * A free pool block for an entry of the given owner, counted for it, or
  * RL_NIL (call->refusal says why): within the caps of the owner's role and
  * database, if the pool has one free.
@@ -349,7 +481,7 @@ make_room(const RlCall *call, int scan)
 uint32
 rl_store_block_take(RlCall *call, uint16 owner)
 {
-	uint32		block = pool_pop();
+	uint32		block = pool_pop(reserved(call, rl_store->nblocks));
 	RlRefusal	why = RL_REFUSED_POOL;
 
 	/* a full pool first: a cap refuses only what the pool could give */

@@ -207,7 +207,10 @@ typedef struct RlCall
 	const RlEntry *busy;
 	RlRefusal	refusal;
 	bool		refused_blocks; /* the refusal was of a pool block */
-	bool		uncapped;		/* a durable image put back: no cap */
+	bool		uncapped;		/* a durable image put back: no cap, and
+								 * ordinary keys evicted for room */
+	bool		for_durable;	/* for a durable key: it may take the room
+								 * kept for them (ratelimit.durable_reserve) */
 	uint64		held[RL_MAX_PARTITIONS / 64];
 	int			ndurable;		/* durable entries the call changed (the
 								 * arrays are not zeroed) */
@@ -364,6 +367,7 @@ rl_owner_current(Oid dbid)
 }
 
 /* store_entry.c */
+extern bool rl_store_durable_room;
 extern RlEntry *rl_store_create(RlSlot slot, const RlRequest *req,
 								RlCall *call);
 extern void rl_store_remove(int partno, RlEntry *e);
@@ -372,6 +376,9 @@ extern void rl_store_blocks_changed(RlEntry *e, int32 delta);
 extern void rl_store_pool_push(uint32 first, uint32 last, uint32 n);
 extern uint32 rl_store_block_take(RlCall *call, uint16 owner);
 extern int	rl_store_key_copy(const RlEntry *e, char *out);
+extern bool rl_store_log_fill(RlEntry *e, RlCall *call,
+							  const RlLogEntry *log, int nlog);
+extern bool rl_store_free_blocks(uint32 n);
 
 /* store_slots.c: the engine's slots */
 extern RlSlotResult rl_store_acquire(const RlRequest *req, RlSlotOp op,
@@ -392,11 +399,12 @@ extern RlRestore rl_store_restore(const RlEntryImage *img);
 
 /*
  * Durable keys' WAL records (store_wal.c has the design).  The resource
- * manager's id: 128 is RM_EXPERIMENTAL_ID, PostgreSQL's id for
- * development; a released version must use one reserved on the wiki page
- * "CustomWALResourceManagers" (docs/design.md).
+ * manager's id, ratelimit.wal_rmgr_id (rl_rmgr_id, store_durable.c): by
+ * default 128, RM_EXPERIMENTAL_ID, PostgreSQL's id for development, until
+ * one is reserved on the wiki page "CustomWALResourceManagers"
+ * (docs/design.md).
  */
-#define RL_RMGR_ID			128
+#define RL_RMGR_ID_DEFAULT	128
 #define RL_RMGR_NAME		"ratelimit"
 
 /* record types (the high bits of xl_info) */
@@ -410,7 +418,12 @@ extern RlRestore rl_store_restore(const RlEntryImage *img);
 /* entries imaged (sweep) or copied (file) per hold of a partition lock */
 #define RL_WAL_CHUNK		32
 
-/* A durable key's whole state: an IMAGE's body, and the file's entry. */
+/*
+ * A durable key's whole state: an IMAGE's body, and the file's entry.  A
+ * log's state is its entries with a cost, oldest first, after the key
+ * (RlLogEntry, unaligned): st.log then holds their sum and, in nblocks,
+ * their count, nothing else (the chain's blocks are each server's own).
+ */
 typedef struct RlWalImage
 {
 	Oid			dbid;
@@ -445,10 +458,14 @@ typedef struct RlWalSwept
 } RlWalSwept;
 
 /* store_durable.c: images, the durable file, records described */
+extern int	rl_rmgr_id;
+extern int	rl_durable_image_short(const RlEntry *e);
+extern void rl_durable_image_grow(int nlog);
 extern uint64 rl_durable_image_log(RlEntry *e);
 extern uint64 rl_durable_drop_log(RlEntry *e);
+extern uint32 rl_durable_image_nlog(const RlWalImage *rec);
 extern void rl_durable_image_apply(const RlWalImage *rec, const char *key,
-								   bool redo);
+								   const char *log, bool redo);
 extern void rl_durable_file_write(uint64 end, const char *why);
 struct StringInfoData;
 struct XLogReaderState;

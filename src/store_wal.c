@@ -5,7 +5,7 @@
  *		PostgreSQL's write-ahead log through a custom resource manager, so
  *		that committed consumption survives a crash and reaches standbys.
  *
- * What is logged (records of resource manager RL_RMGR_ID, replayed by
+ * What is logged (records of resource manager rl_rmgr_id, replayed by
  * rl_wal_redo in the startup process: crash recovery, standbys, PITR):
  *	IMAGE	 a durable key's whole state (identity, owner, state, times):
  *			 at pre-commit, once per transaction and key it changed; after
@@ -53,39 +53,19 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "access/xlogreader.h"
 #include "access/xlogrecovery.h"
-#include "catalog/pg_control.h"
-#include "common/controldata_utils.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "port/pg_crc32c.h"
 #include "postmaster/bgworker.h"
-#include "postmaster/interrupt.h"
-#include "storage/fd.h"
-#include "storage/ipc.h"
-#include "storage/latch.h"
-#include "storage/proc.h"
-#include "storage/procarray.h"
-#include "storage/sinvaladt.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
-#include "utils/timestamp.h"
 
 #include "store_int.h"
-
-/* the sweeper: its wake-ups, and how long a checkpoint may wait for it */
-#define RL_SWEEPER_NAP_MS	10
-#define RL_SWEEPER_SWAP_MS	100
 
 /* what a transaction changed: entry index and incarnation */
 typedef struct RlTouched
@@ -120,8 +100,6 @@ static HTAB *touched = NULL;	/* the rest, in TopTransactionContext */
 static XLogRecPtr xact_end = InvalidXLogRecPtr; /* the transaction's other
 												 * records (resets) */
 
-PGDLLEXPORT void rl_sweeper_main(Datum arg);
-
 /* ---- logging (the entry's partition lock held exclusively) ---- */
 
 /*
@@ -144,21 +122,25 @@ log_allowed(void)
 }
 
 /*
- * Log a durable entry's image, if durable records may be written; the
- * partition lock is held exclusively.  Returns the record's end, or
- * InvalidXLogRecPtr.
+ * Log a durable entry's image, if durable records may be written and the
+ * image buffer has room for it; the partition lock is held exclusively.
+ * Returns the record's end, or InvalidXLogRecPtr.
  */
 static XLogRecPtr
 image_log_if_allowed(RlEntry *e)
 {
-	if (!(e->flags & RL_ENTRY_DURABLE) || !log_allowed())
+	if (!(e->flags & RL_ENTRY_DURABLE) || !log_allowed() ||
+		rl_durable_image_short(e) > 0)
 		return InvalidXLogRecPtr;
 	return rl_durable_image_log(e);
 }
 
 /*
  * Log a durable entry's image (after a refund); partition lock held.  The
- * record's end is kept: an abort flushes it (wal_xact_callback).
+ * record's end is kept: an abort flushes it (wal_xact_callback).  A log
+ * longer than the image buffer is not imaged here (the buffer grows only
+ * with no lock held): the key is one the transaction changed, imaged at
+ * its end.
  */
 void
 rl_store_wal_image(RlEntry *e)
@@ -191,11 +173,19 @@ touched_image(const RlTouched *t)
 	int			partno = (int) (t->idx / rl_store->per_part);
 	RlEntry    *e = &rl_entries[t->idx];
 	XLogRecPtr	end = InvalidXLogRecPtr;
+	int			grow = 0;
 
-	LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
-	if ((e->flags & RL_ENTRY_USED) && e->incarnation == t->incarnation)
-		end = image_log_if_allowed(e);
-	LWLockRelease(&rl_locks[partno].lock);
+	do
+	{
+		/* a log longer than the image buffer: grown with no lock held */
+		rl_durable_image_grow(grow);
+		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		grow = 0;
+		if ((e->flags & RL_ENTRY_USED) && e->incarnation == t->incarnation &&
+			(grow = rl_durable_image_short(e)) == 0)
+			end = image_log_if_allowed(e);
+		LWLockRelease(&rl_locks[partno].lock);
+	} while (grow > 0);
 	return end;
 }
 
@@ -341,11 +331,6 @@ rl_store_wal_validate(const RlRequest *req)
 {
 	if (!req->durable)
 		return;
-	if (rl_algo(req->algo)->state == RL_STATE_LOG)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("durable policies do not support algorithm \"%s\"",
-						rl_algo(req->algo)->name)));
 	if (req->params.cost == 0)
 		return;					/* a look: nothing to log */
 	if (RecoveryInProgress())
@@ -414,9 +399,13 @@ swept_apply(void)
 	}
 }
 
-/* A record's body, checked: its format, and that it holds its key. */
+/*
+ * A record's body, checked: its format, and that it holds its key and
+ * tail bytes more (a log's entries).
+ */
 static const char *
-record_key(XLogReaderState *record, Size head, int keylen, uint8 format)
+record_key(XLogReaderState *record, Size head, int keylen, Size tail,
+		   uint8 format)
 {
 	if (format > RL_WAL_FORMAT)
 		ereport(FATAL,
@@ -424,9 +413,9 @@ record_key(XLogReaderState *record, Size head, int keylen, uint8 format)
 				 errmsg("ratelimit WAL record of format %u, this build reads up to %u",
 						format, RL_WAL_FORMAT),
 				 errhint("Upgrade ratelimit on this server (a standby before its primary).")));
-	if (XLogRecGetDataLen(record) != head + keylen)
+	if (XLogRecGetDataLen(record) != head + keylen + tail)
 		elog(PANIC, "ratelimit WAL record of %u bytes, expected %zu",
-			 (unsigned) XLogRecGetDataLen(record), head + keylen);
+			 (unsigned) XLogRecGetDataLen(record), head + keylen + tail);
 	return XLogRecGetData(record) + head;
 }
 
@@ -449,8 +438,10 @@ rl_wal_redo(XLogReaderState *record)
 				const char *key;
 
 				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
-				key = record_key(record, sizeof(rec), rec.keylen, rec.format);
-				rl_durable_image_apply(&rec, key, true);
+				key = record_key(record, sizeof(rec), rec.keylen,
+								 (Size) rl_durable_image_nlog(&rec) *
+								 sizeof(RlLogEntry), rec.format);
+				rl_durable_image_apply(&rec, key, key + rec.keylen, true);
 				break;
 			}
 		case XLOG_RL_DROP:
@@ -459,7 +450,8 @@ rl_wal_redo(XLogReaderState *record)
 				const char *key;
 
 				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
-				key = record_key(record, sizeof(rec), rec.keylen, rec.format);
+				key = record_key(record, sizeof(rec), rec.keylen, 0,
+								 rec.format);
 				drop_apply(&rec, key);
 				break;
 			}
@@ -502,232 +494,6 @@ static RmgrData rl_rmgr = {
 	.rm_decode = NULL,
 };
 
-/* ---- the sweeper ---- */
-
-/*
- * Log an image of every durable key, a chunk of entries per hold of a
- * partition lock, then SWEPT(redo).
- */
-static void
-sweep(XLogRecPtr redo)
-{
-	RlWalSwept	rec;
-	uint64		n = 0;
-	int			partno;
-
-	for (partno = 0; partno < rl_store->nparts; partno++)
-	{
-		uint32		base = (uint32) partno * rl_store->per_part;
-		uint32		lo;
-
-		for (lo = 0; lo < rl_store->per_part; lo += RL_WAL_CHUNK)
-		{
-			uint32		hi = Min(lo + RL_WAL_CHUNK, rl_store->per_part);
-			uint32		j;
-
-			LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
-			for (j = lo; j < hi; j++)
-			{
-				RlEntry    *e = &rl_entries[base + j];
-
-				if (e->flags & RL_ENTRY_DURABLE)
-				{
-					(void) rl_durable_image_log(e);
-					n++;
-				}
-			}
-			LWLockRelease(&rl_locks[partno].lock);
-		}
-		CHECK_FOR_INTERRUPTS();
-	}
-	rec.redo = redo;
-	rec.keys = n;
-	XLogBeginInsert();
-	XLogRegisterData((char *) &rec, sizeof(rec));
-	/* flushed: a checkpoint's would, but a sweep after a restart has none */
-	XLogFlush(XLogInsert(RL_RMGR_ID, XLOG_RL_SWEPT));
-	SpinLockAcquire(&rl_store->durable_lock);
-	rl_store->durable_covered = redo;
-	rl_store->durable_sweeps++;
-	rl_store->durable_swept += n;
-	SpinLockRelease(&rl_store->durable_lock);
-}
-
-/*
- * Take a new virtual transaction id, the flag staying raised, if every
- * checkpoint that may have collected the current one is swept: the redo
- * pointer is read under ProcArrayLock, held exclusively, as checkpoints
- * collect ids under it after publishing their redo pointer.  raise: the
- * first time, raising the flag.  Returns whether it swapped.
- */
-static bool
-sweeper_swap(bool raise)
-{
-	bool		ok;
-
-	LWLockAcquire(ProcArrayLock, LW_EXCLUSIVE);
-	SpinLockAcquire(&rl_store->durable_lock);
-	ok = raise || rl_store->durable_covered >= GetRedoRecPtr();
-	SpinLockRelease(&rl_store->durable_lock);
-	if (ok)
-	{
-		rl_proc_lxid(MyProc) = GetNextLocalTransactionId();
-		MyProc->delayChkptFlags |= DELAY_CHKPT_COMPLETE;
-	}
-	LWLockRelease(ProcArrayLock);
-	return ok;
-}
-
-/*
- * The sweeper's loop: sweep when the redo pointer moves past what is
- * covered, and swap the virtual transaction id (releasing the checkpoints
- * that wait for the old one) when the redo pointer moved since the last
- * swap or some time passed.
- */
-static void
-sweeper_loop(void)
-{
-	XLogRecPtr	swapped_redo = GetRedoRecPtr();
-	TimestampTz swapped_at = GetCurrentTimestamp();
-
-	while (!ShutdownRequestPending)
-	{
-		XLogRecPtr	redo;
-		XLogRecPtr	covered;
-
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 RL_SWEEPER_NAP_MS, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		redo = GetRedoRecPtr();
-		SpinLockAcquire(&rl_store->durable_lock);
-		covered = rl_store->durable_covered;
-		SpinLockRelease(&rl_store->durable_lock);
-		if (covered < redo)
-			sweep(redo);
-		if ((redo != swapped_redo ||
-			 TimestampDifferenceExceeds(swapped_at, GetCurrentTimestamp(),
-										RL_SWEEPER_SWAP_MS)) &&
-			sweeper_swap(false))
-		{
-			swapped_redo = redo;
-			swapped_at = GetCurrentTimestamp();
-		}
-	}
-}
-
-/*
- * Stop: refuse further durable records, wait out the calls logging one
- * (they hold a partition lock), flush and write the durable file, then
- * lower the flag: checkpoints from now on, the shutdown one too, are
- * covered by the file.
- */
-static void
-sweeper_stop(void)
-{
-	XLogRecPtr	end;
-	int			partno;
-
-	SpinLockAcquire(&rl_store->durable_lock);
-	rl_store->durable_stopping = true;
-	SpinLockRelease(&rl_store->durable_lock);
-	for (partno = 0; partno < rl_store->nparts; partno++)
-	{
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
-		LWLockRelease(&rl_locks[partno].lock);
-	}
-	/*
-	 * Where WAL ends: the insert position, less the page header it stands
-	 * after at a page's start (XLogFlush refuses a position past the WAL
-	 * generated, as after pg_switch_wal).
-	 */
-	end = GetXLogInsertRecPtr();
-	if (XLogSegmentOffset(end, wal_segment_size) == SizeOfXLogLongPHD)
-		end -= SizeOfXLogLongPHD;
-	else if (end % XLOG_BLCKSZ == SizeOfXLogShortPHD)
-		end -= SizeOfXLogShortPHD;
-	XLogFlush(end);
-	rl_durable_file_write(end, "sweeper stop");
-
-	LWLockAcquire(ProcArrayLock, LW_EXCLUSIVE);
-	MyProc->delayChkptFlags &= ~DELAY_CHKPT_COMPLETE;
-	rl_proc_lxid(MyProc) = InvalidLocalTransactionId;
-	LWLockRelease(ProcArrayLock);
-	SpinLockAcquire(&rl_store->durable_lock);
-	rl_store->durable_armed = false;
-	SpinLockRelease(&rl_store->durable_lock);
-}
-
-/*
- * The sweeper's main (a background worker, from the end of recovery on).
- * It needs a place in the ProcArray, hence a connection to no database.
- * An error while it holds checkpoints back is a PANIC: exiting would lower
- * its flag and let a checkpoint complete that no sweep covers; crash
- * recovery from the last swept checkpoint is exact.
- */
-void
-rl_sweeper_main(Datum arg)
-{
-	ControlFileData *cf;
-	bool		crc_ok;
-	bool		restarted;
-
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-
-	/*
-	 * A shutdown-type checkpoint (end of recovery, shutdown: redo at the
-	 * record itself) is covered by the file written just before it.
-	 */
-	cf = get_controlfile(DataDir, &crc_ok);
-	SpinLockAcquire(&rl_store->durable_lock);
-	if (crc_ok && cf->checkPointCopy.redo == cf->checkPoint &&
-		cf->checkPoint > rl_store->durable_covered)
-		rl_store->durable_covered = cf->checkPoint;
-	SpinLockRelease(&rl_store->durable_lock);
-
-	SpinLockAcquire(&rl_store->durable_lock);
-	restarted = rl_store->durable_stopping;
-	SpinLockRelease(&rl_store->durable_lock);
-
-	PG_TRY();
-	{
-		(void) sweeper_swap(true);
-
-		/*
-		 * A sweeper of this server stopped (terminated by hand): its file
-		 * may hold the consumption of transactions that rolled back since,
-		 * unlogged while no sweeper ran.  Every key is imaged again before
-		 * durable calls resume.
-		 */
-		if (restarted)
-			sweep(GetRedoRecPtr());
-		SpinLockAcquire(&rl_store->durable_lock);
-		rl_store->durable_armed = true;
-		rl_store->durable_stopping = false;
-		SpinLockRelease(&rl_store->durable_lock);
-
-		sweeper_loop();
-		sweeper_stop();
-	}
-	PG_CATCH();
-	{
-		EmitErrorReport();
-		elog(PANIC, "the ratelimit sweeper failed while holding checkpoints back");
-	}
-	PG_END_TRY();
-	/* 1: started again unless the server is stopping (terminated by hand) */
-	proc_exit(1);
-}
-
 /* ---- start ---- */
 
 /*
@@ -755,7 +521,17 @@ rl_store_wal_init(void)
 							 PGC_SUSET, 0,
 							 NULL, NULL, NULL);
 
-	RegisterCustomRmgr(RL_RMGR_ID, &rl_rmgr);
+	DefineCustomIntVariable("ratelimit.wal_rmgr_id",
+							"The id of ratelimit's custom WAL resource manager.",
+							"128 is PostgreSQL's experimental id; change it only if another extension uses it (docs/design.md says how).",
+							&rl_rmgr_id,
+							RL_RMGR_ID_DEFAULT, RM_MIN_CUSTOM_ID,
+							RM_MAX_CUSTOM_ID,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+
+	rl_store_durable_room = rl_durable;
+	RegisterCustomRmgr(rl_rmgr_id, &rl_rmgr);
 	/* inherited by every backend; a test of two variables if unused */
 	RegisterXactCallback(wal_xact_callback, NULL);
 	if (!rl_durable)

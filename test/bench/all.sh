@@ -5,7 +5,7 @@
 #
 #   bash test/bench/all.sh        (as root)
 #
-# Four phases, each on its own throwaway servers, which it stops:
+# Five phases, each on its own throwaway servers, which it stops:
 #   1. sweep: run.sh over clients 1 2 4 8 16 x one hot key, 10,000 and
 #      1,000,000 keys x the floor, rl_allow token_bucket and
 #      sliding_window_log (local), the table-backed peer, and rl_allow
@@ -19,7 +19,11 @@
 #   4. cost: cost.sh, for issue 9's targets (the cost of one decision:
 #      instructions per call under callgrind, wall time of a million calls
 #      or rows in one statement against the floors, memory per
-#      transaction, latency of one call per statement).
+#      transaction, latency of one call per statement);
+#   5. durable: durable.sh, for issue 10's targets (a durable decision
+#      against a non-durable one under pgbench, WAL per decision, a
+#      1M-row INSERT through a durable quota trigger, a restart with 1M
+#      durable keys).
 # Then writes test/bench/report.md (targets met or not, tps tables, every
 # run), test/bench/throughput.png (throughput against clients, one panel per
 # key count, one line per case), test/bench/redis.md (redis.sh's report),
@@ -52,10 +56,14 @@
 #   RL_BENCH_COST_ROUNDS     rounds of cost.sh's wall-clock runs       (5)
 #   RL_BENCH_COST_SECONDS    seconds of cost.sh's latency runs        (10)
 #   RL_BENCH_COST_*          cost.sh's other settings (see cost.sh)
+#   RL_BENCH_DURABLE_SECONDS seconds of durable.sh's pgbench runs     (10)
+#   RL_BENCH_DURABLE_ROUNDS  rounds of durable.sh's runs               (3)
+#   RL_BENCH_DURABLE_*       durable.sh's other settings (see durable.sh)
 #   RL_BENCH_LABEL           what the cost phase's line in
 #                            cost_history.tsv is called, e.g. "0.2.0
 #                            baseline" or the change measured      (none)
-#   RL_BENCH_PHASES          phases to run    (sweep targets redis cost)
+#   RL_BENCH_PHASES          phases to run
+#                            (sweep targets redis cost durable)
 #   RL_BENCH_OUTDIR   where report.md, throughput.png, redis.md go
 #                                                          (test/bench)
 #   RL_BENCH_README   README to update, empty: none  (README.md at the root)
@@ -81,8 +89,10 @@ target_rounds=${RL_BENCH_TARGET_ROUNDS:-3}
 redis_seconds=${RL_BENCH_REDIS_SECONDS:-10}
 cost_rounds=${RL_BENCH_COST_ROUNDS:-5}
 cost_seconds=${RL_BENCH_COST_SECONDS:-10}
+durable_seconds=${RL_BENCH_DURABLE_SECONDS:-10}
+durable_rounds=${RL_BENCH_DURABLE_ROUNDS:-3}
 label=${RL_BENCH_LABEL:-}
-phases=${RL_BENCH_PHASES:-sweep targets redis cost}
+phases=${RL_BENCH_PHASES:-sweep targets redis cost durable}
 outdir=${RL_BENCH_OUTDIR:-$here}
 readme=${RL_BENCH_README-$root/README.md}
 history=$outdir/cost_history.tsv
@@ -108,8 +118,8 @@ has_phase() { [[ " $phases " == *" $1 "* ]]; }
 
 for p in $phases; do
 	case $p in
-	sweep | targets | redis | cost) ;;
-	*) die "unknown phase \"$p\" (phases: sweep targets redis cost)" ;;
+	sweep | targets | redis | cost | durable) ;;
+	*) die "unknown phase \"$p\" (phases: sweep targets redis cost durable)" ;;
 	esac
 done
 
@@ -244,6 +254,12 @@ if has_phase cost; then
 		RL_BENCH_REPORT="$tmp/cost.md" RL_BENCH_DATA="$tmp/cost" \
 		bash "$here/cost.sh"
 fi
+if has_phase durable; then
+	run_phase durable env \
+		RL_BENCH_SECONDS="$durable_seconds" RL_BENCH_ROUNDS="$durable_rounds" \
+		RL_BENCH_REPORT="$tmp/durable.md" RL_BENCH_TARGETS="$tmp/durable.targets" \
+		bash "$here/durable.sh"
+fi
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 minutes=$(((SECONDS - t0 + 30) / 60))
 cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
@@ -320,6 +336,12 @@ cost_rows() {
 	sed 's/^/9|/' "$tmp/cost/targets"
 }
 
+# Issue 10's targets, from durable.sh's "what|value|target|verdict" lines.
+durable_rows() {
+	phase_ok durable || return 0
+	sed 's/^/10|/' "$tmp/durable.targets"
+}
+
 # ---- phases not run: their sections and rows from the previous report ----
 
 # The heading of a phase's section, and the issue whose targets it measures.
@@ -329,6 +351,7 @@ phase_heading() {
 	targets) echo "The target runs" ;;
 	redis) echo "The Redis benchmark (redis.sh)" ;;
 	cost) echo "The cost of one decision (issue 9)" ;;
+	durable) echo "Durable policies (issue 10)" ;;
 	esac
 }
 phase_issue() {
@@ -336,6 +359,7 @@ phase_issue() {
 	targets) echo 2 ;;
 	redis) echo 3 ;;
 	cost) echo 9 ;;
+	durable) echo 10 ;;
 	esac
 }
 
@@ -373,7 +397,7 @@ kept_section() {
 
 # The phases not run whose sections the previous report has.
 kept=
-for p in sweep targets redis cost; do
+for p in sweep targets redis cost durable; do
 	if ! has_phase "$p" && [ -n "$(old_section "$p" | tr -d '[:space:]')" ]; then
 		kept="${kept:+$kept }$p"
 	fi
@@ -386,12 +410,13 @@ targets_table() {
 	local p
 	echo "| issue | ratio or figure | measured | target | |"
 	echo "|---|---|---:|---:|---|"
-	for p in targets redis cost; do
+	for p in targets redis cost durable; do
 		if has_phase "$p"; then
 			case $p in
 			targets) targets_rows ;;
 			redis) redis_rows ;;
 			cost) cost_rows ;;
+			durable) durable_rows ;;
 			esac
 		elif is_kept "$p"; then
 			old_rows "$p"
@@ -573,6 +598,7 @@ sweep_section() {
 	embed "$tmp/sweep.md" "Throughput"
 }
 targets_section() { embed "$tmp/targets.md"; }
+durable_section() { embed "$tmp/durable.md"; }
 redis_section() { embed "$tmp/redis.md"; }
 cost_section() {
 	echo "### Before and after"
@@ -630,10 +656,11 @@ fi
 	echo "interleaved, median of the per-round ratios (details below). Issue 3's:"
 	echo "\`test/bench/redis.sh\`, ${redis_seconds} s runs ([redis.md](redis.md)). Issue 9's:"
 	echo "\`test/bench/cost.sh\`, instructions under callgrind, wall clock, memory and"
-	echo "latency (the last section)."
+	echo "latency. Issue 10's: \`test/bench/durable.sh\`, durable against non-durable"
+	echo "policies side by side (its section)."
 	echo
 	targets_table
-	for p in targets redis cost; do
+	for p in targets redis cost durable; do
 		if ! phase_ok "$p" && ! is_kept "$p"; then
 			echo
 			echo "No figures from the $p phase:"
@@ -645,16 +672,15 @@ fi
 	section targets targets_section
 	section redis redis_section
 	section cost cost_section
+	section durable durable_section
 	echo
 	kept_section "Where a decision's instructions go (issue 9)"
 	echo
 	kept_section "Usage over a million keys (issue 11)"
 	echo
-	kept_section "Refund tracking memory (issues 6 and 9)"
-	echo
 	kept_section "Concurrency limits (#12)"
 	echo
-	kept_section "Durable policies (issue 10)"
+	kept_section "Refund tracking memory (issues 6 and 9)"
 } | cat -s >"$tmp/report.md"
 cp "$tmp/report.md" "$outdir/report.md"
 if phase_ok redis; then

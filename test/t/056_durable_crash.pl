@@ -4,7 +4,8 @@
 # theirs back), whether the crash comes during traffic, right after a
 # CHECKPOINT, with keys idle since before it, again with no traffic since
 # the last restart, or after a clean restart; a reset key stays reset; many
-# keys come back; non-durable policies still start afresh.
+# keys come back; non-durable policies still start afresh.  A sliding log
+# (whose image holds its entries) is kept alike.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -60,6 +61,7 @@ $node->safe_psql('postgres', q{
 	INSERT INTO rl_policy (name, algo, "limit", per, durable)
 	VALUES ('orders', 'fixed_window', 1000000, '3650 days', true),
 		   ('uploads', 'token_bucket', 1000000, '3650 days', true),
+		   ('calls', 'sliding_window_log', 1000000, '3650 days', true),
 		   ('plain', 'fixed_window', 1000000, '3650 days', false);
 	CREATE TABLE orders (id bigserial PRIMARY KEY, tenant int NOT NULL);
 	CREATE TRIGGER orders_quota BEFORE INSERT ON orders FOR EACH ROW
@@ -67,21 +69,26 @@ $node->safe_psql('postgres', q{
 	CREATE TABLE uploads (id bigserial PRIMARY KEY, tenant int NOT NULL, bytes bigint NOT NULL);
 	CREATE TRIGGER uploads_quota BEFORE INSERT ON uploads FOR EACH ROW
 		EXECUTE FUNCTION rl_enforce('uploads', 'tenant', 'cost=bytes');
+	CREATE TABLE calls (id bigserial PRIMARY KEY, tenant int NOT NULL);
+	CREATE TRIGGER calls_quota BEFORE INSERT ON calls FOR EACH ROW
+		EXECUTE FUNCTION rl_enforce('calls', 'tenant');
 });
 wait_ready();
 
 # What each tenant used, as the limiter reports it and as the tables say.
 my $usage_sql = q{
-	SELECT coalesce(string_agg(t || ':' || o || ':' || u, ' ' ORDER BY t), '')
+	SELECT coalesce(string_agg(t || ':' || o || ':' || u || ':' || c, ' ' ORDER BY t), '')
 	FROM (SELECT t,
 		 1000000 - (rl_check(t::text, 'orders', cost => 0)).remaining AS o,
-		 1000000 - (rl_check(t::text, 'uploads', cost => 0)).remaining AS u
+		 1000000 - (rl_check(t::text, 'uploads', cost => 0)).remaining AS u,
+		 1000000 - (rl_check(t::text, 'calls', cost => 0)).remaining AS c
 		 FROM generate_series(1, 6) t) s};
 my $rows_sql = q{
-	SELECT coalesce(string_agg(t || ':' || o || ':' || u, ' ' ORDER BY t), '')
+	SELECT coalesce(string_agg(t || ':' || o || ':' || u || ':' || c, ' ' ORDER BY t), '')
 	FROM (SELECT t,
 		 (SELECT count(*) FROM orders WHERE tenant = t) AS o,
-		 (SELECT coalesce(sum(bytes), 0) FROM uploads WHERE tenant = t) AS u
+		 (SELECT coalesce(sum(bytes), 0) FROM uploads WHERE tenant = t) AS u,
+		 (SELECT count(*) FROM calls WHERE tenant = t) AS c
 		 FROM generate_series(1, 6) t) s};
 
 # pgbench: inserts for tenants lo..hi, a third of the transactions rolled back
@@ -96,6 +103,7 @@ sub traffic
 BEGIN;
 INSERT INTO orders (tenant) VALUES (:tenant);
 INSERT INTO uploads (tenant, bytes) VALUES (:tenant, :tenant * 10 + :rollback);
+INSERT INTO calls (tenant) VALUES (:tenant);
 \\if :rollback = 1
 ROLLBACK;
 \\else
@@ -155,10 +163,40 @@ is($node->safe_psql('postgres',
 	"SELECT 1000000 - remaining FROM rl_check('direct', 'orders', cost => 0)"),
 	'12', 'committed direct calls survive a crash');
 
+# a sliding log of 2,000 entries (longer than any image so far: the image
+# buffer grows between locks), in one transaction, then across a
+# checkpoint's sweep, a clean restart (the durable file) and crashes; its
+# entries keep their times (the oldest 501 expire together; a look at a
+# later time expires entries, so that one comes last)
+my $log_sql = q{
+	SELECT (rl_check('long', 'calls', cost => 0, at => '2026-06-01')).remaining};
+$node->safe_psql('postgres', q{
+	SELECT count(*) FILTER (WHERE rl_allow('long', 'calls',
+			at => timestamptz '2026-01-01' + i * interval '1 ms'))
+	FROM generate_series(0, 1999) i});
+my $log_before = $node->safe_psql('postgres', $log_sql);
+is($log_before, '998000', 'a sliding log of 2,000 entries');
+crash_and_start('kill');
+is($node->safe_psql('postgres', $log_sql), $log_before,
+	'a long sliding log survives a crash (its image from the commit)');
+$node->safe_psql('postgres', 'CHECKPOINT');
+crash_and_start('immediate');
+is($node->safe_psql('postgres', $log_sql), $log_before,
+	'and a crash after a checkpoint (its image from the sweep)');
+$node->restart;
+wait_ready();
+is($node->safe_psql('postgres', $log_sql), $log_before,
+	'and a clean restart (the durable file)');
+is($node->safe_psql('postgres', q{
+	SELECT (rl_check('long', 'calls', cost => 0,
+		at => timestamptz '2026-01-01 00:00:00.5' + interval '315360000 s')).remaining}),
+	'998501', 'its entries kept their times: the oldest 501 expire together');
+
 # a rolled-back insert gives back, and the crash does not bring it back
 $node->safe_psql('postgres', q{
 	BEGIN;
 	INSERT INTO orders (tenant) SELECT 6 FROM generate_series(1, 100);
+	INSERT INTO calls (tenant) SELECT 6 FROM generate_series(1, 100);
 	ROLLBACK;
 });
 crash_and_start('immediate');
@@ -255,6 +293,29 @@ SKIP:
 	is($out[-1], 'IMAGE,IMAGE,IMAGE', 'one image per transaction and durable key');
 }
 
+# pg_upgrade's carry-over (docs/quotas.md): the usage saved in a table, the
+# keys started afresh (as in the upgraded cluster), the usage charged back
+# (the fixed window and the sliding log: a bucket refills meanwhile)
+my $carry_sql = q{
+	SELECT string_agg(t || ':' ||
+		(1000000 - (rl_check(t::text, 'orders', cost => 0)).remaining) || ':' ||
+		(1000000 - (rl_check(t::text, 'calls', cost => 0)).remaining), ' ' ORDER BY t)
+	FROM generate_series(1, 6) t};
+my $carry_before = $node->safe_psql('postgres', $carry_sql);
+$node->safe_psql('postgres', q{
+	CREATE TABLE rl_carry AS SELECT p.name AS policy, u.key, u.used
+	FROM rl_policy p, rl_usage(p.name) u WHERE p.durable AND u.used > 0;
+	SELECT count(rl_reset(t::text, policy => p))
+	FROM generate_series(1, 6) t, unnest(ARRAY['orders', 'calls']) p;
+});
+is($node->safe_psql('postgres', $carry_sql), '1:0:0 2:0:0 3:0:0 4:0:0 5:0:0 6:0:0',
+	'the keys started afresh');
+$node->safe_psql('postgres', q{
+	SELECT count(rl_adjust(key, policy, used)) FROM rl_carry
+	WHERE policy IN ('orders', 'calls') AND key ~ '^[1-6]$'});
+is($node->safe_psql('postgres', $carry_sql), $carry_before,
+	'the usage carried over by rl_usage and rl_adjust');
+
 # a non-durable policy is as before: a crash starts it afresh
 $node->safe_psql('postgres', "SELECT rl_allow('p', 'plain', cost => 9)");
 crash_and_start('immediate');
@@ -267,7 +328,8 @@ $node->stop;
 # a store full of durable keys: a new durable key fails with 53400
 # (fail_mode does not apply), an ordinary call follows fail_mode, and the
 # durable keys are neither reclaimed nor evicted (one role fills it: no
-# share caps here, 026 tests those)
+# share caps here, 026 tests those); its records are logged and replayed
+# under another resource manager id (ratelimit.wal_rmgr_id)
 my $tiny = PostgreSQL::Test::Cluster->new('tiny');
 $tiny->init;
 $tiny->append_conf('postgresql.conf', qq{
@@ -276,6 +338,7 @@ ratelimit.durable = on
 ratelimit.max_keys = 256
 ratelimit.role_share = 100
 ratelimit.database_share = 100
+ratelimit.wal_rmgr_id = 201
 });
 $tiny->start;
 $tiny->safe_psql('postgres', q{
@@ -301,6 +364,8 @@ $tiny->start;
 is($tiny->safe_psql('postgres', q{
 	SELECT count(*) FILTER (WHERE (rl_check(i::text, 'q', at => '2026-01-01', cost => 0)).remaining = 9)
 	FROM generate_series(1, 256) i}), '256', 'and all of them survive a crash');
+like(slurp_file($tiny->logfile), qr/registered custom resource manager "ratelimit" with ID 201/,
+	'under resource manager id 201');
 $tiny->stop;
 
 done_testing();

@@ -2,7 +2,9 @@
 # primary's durable keys (keys idle since before its base backup too),
 # reports their usage, refuses consuming calls with SQLSTATE 25006, keeps
 # them across its own crash, and after promotion goes on from exactly the
-# primary's usage; the promoted server keeps it across a crash.
+# primary's usage; the promoted server keeps it across a crash.  The old
+# primary, diverged after the promotion, is rewound (pg_rewind) and follows
+# the new one: its own consumption since is gone.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -15,6 +17,7 @@ $primary->init(allows_streaming => 1);
 $primary->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'ratelimit'
 ratelimit.durable = on
+wal_log_hints = on
 });
 $primary->start;
 
@@ -120,5 +123,40 @@ wait_ready($standby);
 is($standby->safe_psql('postgres', $usage_sql), $expected,
 	'and across a crash after its first checkpoint');
 
+# the old primary, started again on its own, diverges (its own consumption,
+# a checkpoint), is stopped and rewound to the new primary, and follows it
+$primary->start;
+wait_ready($primary);
+$primary->safe_psql('postgres', q{
+	INSERT INTO orders (tenant) SELECT 2 FROM generate_series(1, 50);
+	CHECKPOINT;
+	INSERT INTO orders (tenant) SELECT 3 FROM generate_series(1, 60);
+});
+$primary->stop;
+$standby->safe_psql('postgres', q{
+	INSERT INTO orders (tenant) SELECT 4 FROM generate_series(1, 2);
+	CHECKPOINT;});
+$expected = '1:14:5 2:24:0 3:33:0 4:6:9';
+# pg_rewind copies the configuration files too: the old primary keeps its own
+my $conf = slurp_file($primary->data_dir . '/postgresql.conf');
+command_ok(
+	[ 'pg_rewind', '--target-pgdata', $primary->data_dir,
+	  '--source-server', $standby->connstr('postgres') ],
+	'pg_rewind of the old primary');
+append_to_file($primary->data_dir . '/postgresql.conf.new', $conf);
+rename($primary->data_dir . '/postgresql.conf.new', $primary->data_dir . '/postgresql.conf')
+  or die "rename: $!";
+$primary->enable_streaming($standby);
+$primary->start;
+$standby->wait_for_catchup($primary);
+is($primary->safe_psql('postgres', $usage_sql), $expected,
+	'the rewound old primary reports the new primary\'s usage, not its own since');
+$standby->safe_psql('postgres',
+	'INSERT INTO orders (tenant) SELECT 1 FROM generate_series(1, 1)');
+$standby->wait_for_catchup($primary);
+is($primary->safe_psql('postgres', $usage_sql), '1:15:5 2:24:0 3:33:0 4:6:9',
+	'and replays it on');
+
+$primary->stop;
 $standby->stop;
 done_testing();
