@@ -116,14 +116,16 @@ SELECT rl_update_replaced('rl_keys_0_2_0(boolean)', 'rl_keys(boolean)');
 ALTER TYPE rl_decision ADD ATTRIBUTE capacity bigint CASCADE,
 	ADD ATTRIBUTE per interval CASCADE;
 
--- rl_check_all's rows gain the same columns.
+-- rl_check_all's rows gain the same columns (and it takes a priority:
+-- load shedding, below; created anew once for both).
 ALTER FUNCTION rl_check_all(text[], text[], bigint[], timestamptz)
 	RENAME TO rl_check_all_0_2_0;
 CREATE FUNCTION rl_check_all(
 	keys text[],
 	policies text[],
 	costs bigint[] DEFAULT NULL,
-	at timestamptz DEFAULT NULL)
+	at timestamptz DEFAULT NULL,
+	priority text DEFAULT NULL)
 RETURNS TABLE (
 	key text,
 	policy text,
@@ -139,7 +141,7 @@ AS 'MODULE_PATHNAME', 'rl_check_all'
 LANGUAGE C VOLATILE;
 SELECT rl_update_replaced(
 	'rl_check_all_0_2_0(text[], text[], bigint[], timestamptz)',
-	'rl_check_all(text[], text[], bigint[], timestamptz)');
+	'rl_check_all(text[], text[], bigint[], timestamptz, text)');
 
 -- X-RateLimit-Limit is the capacity, so that it bounds
 -- X-RateLimit-Remaining (a bucket's burst may exceed its limit).
@@ -730,6 +732,85 @@ AS 'MODULE_PATHNAME', 'rl_check_policy'
 LANGUAGE C VOLATILE;
 SELECT rl_update_replaced('rl_check_0_2_0(text, text, timestamptz, bigint)',
 	'rl_check(text, text, timestamptz, bigint, text)');
+
+-- ---- Load shedding: every deciding function takes a priority ----
+
+-- rl_wait (and, called directly, the reserve) and rl_allow_all take a
+-- priority as their last arguments, as rl_allow does (rl_check_all
+-- above, with its new columns): created anew, their privileges kept.
+ALTER FUNCTION rl_wait(text, text, bigint, interval, bigint, bigint, interval)
+	RENAME TO rl_wait_0_2_0;
+CREATE FUNCTION rl_wait(
+	key text,
+	algo text,
+	"limit" bigint,
+	per interval DEFAULT '1 second',
+	cost bigint DEFAULT 1,
+	burst bigint DEFAULT NULL,
+	max_wait interval DEFAULT '10 seconds',
+	priority text DEFAULT NULL,
+	reserve double precision DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_wait'
+LANGUAGE C VOLATILE;
+SELECT rl_update_replaced(
+	'rl_wait_0_2_0(text, text, bigint, interval, bigint, bigint, interval)',
+	'rl_wait(text, text, bigint, interval, bigint, bigint, interval, text, double precision)');
+
+ALTER FUNCTION rl_wait(text, text, interval, bigint) RENAME TO rl_wait_0_2_0;
+CREATE FUNCTION rl_wait(
+	key text,
+	policy text,
+	max_wait interval DEFAULT '10 seconds',
+	cost bigint DEFAULT NULL,
+	priority text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_wait_policy'
+LANGUAGE C VOLATILE;
+SELECT rl_update_replaced('rl_wait_0_2_0(text, text, interval, bigint)',
+	'rl_wait(text, text, interval, bigint, text)');
+
+ALTER FUNCTION rl_allow_all(text[], text[], bigint[], timestamptz)
+	RENAME TO rl_allow_all_0_2_0;
+CREATE FUNCTION rl_allow_all(
+	keys text[],
+	policies text[],
+	costs bigint[] DEFAULT NULL,
+	at timestamptz DEFAULT NULL,
+	priority text DEFAULT NULL)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_allow_all'
+LANGUAGE C VOLATILE;
+SELECT rl_update_replaced(
+	'rl_allow_all_0_2_0(text[], text[], bigint[], timestamptz)',
+	'rl_allow_all(text[], text[], bigint[], timestamptz, text)');
+
+-- rl_stats counts shed denials apart (denials the headroom alone caused,
+-- also counted as denied): a new column at the end of the function,
+-- created anew, and of the view over it (CREATE OR REPLACE VIEW keeps
+-- its privileges and what users built on it).  The view reads the new
+-- function: the old one is then dropped.
+ALTER FUNCTION rl_stats(boolean) RENAME TO rl_stats_0_2_0;
+CREATE FUNCTION rl_stats(
+	all_databases boolean DEFAULT false,
+	OUT dbid oid,
+	OUT algo text,
+	OUT policy text,
+	OUT allowed bigint,
+	OUT denied bigint,
+	OUT near_limit bigint,
+	OUT failed_open bigint,
+	OUT failed_closed bigint,
+	OUT shadow_denied bigint,
+	OUT shed bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_stats'
+LANGUAGE C VOLATILE;
+CREATE OR REPLACE VIEW rl_stats AS
+	SELECT d.datname, s.algo, s.policy, s.allowed, s.denied, s.near_limit,
+		   s.failed_open, s.failed_closed, s.shadow_denied, s.shed
+	FROM rl_stats(true) s LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid;
+SELECT rl_update_replaced('rl_stats_0_2_0(boolean)', 'rl_stats(boolean)');
 
 -- the last function created anew: the helper goes
 DROP FUNCTION rl_update_replaced(regprocedure, regprocedure);

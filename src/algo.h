@@ -121,6 +121,8 @@ typedef struct RlOutcome
 	double		retry_after;	/* seconds; 0 when allowed */
 	int64		reset_at;		/* Unix microseconds, rounded up */
 	double		delay;			/* seconds; leaky_bucket only */
+	bool		shed;			/* denied by the headroom alone: set by the
+								 * dispatcher (shed.c), not the algorithm */
 } RlOutcome;
 
 /*

@@ -133,11 +133,13 @@ site_same_args(const RlCallSite *site, const text *algo, int64 limit,
 /*
  * Build the request from the arguments of rl_allow / rl_check / rl_wait,
  * checking each one (or, repeated, taking what the call site checked
- * last); only the first two have "at".  The key points into the
- * (detoasted) argument.
+ * last); only the first two have "at".  The priority is argument
+ * priority_arg, the reserve the next one (0.3.0: beyond those of an older
+ * definition).  The key points into the (detoasted) argument.
  */
 static void
-request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
+request_from_args(FunctionCallInfo fcinfo, bool has_at, int priority_arg,
+				  RlRequest *req)
 {
 	RlCallSite *site = call_site(fcinfo);
 	RlParams   *p = &req->params;
@@ -212,8 +214,7 @@ request_from_args(FunctionCallInfo fcinfo, bool has_at, RlRequest *req)
 
 	if (has_at && !PG_ARGISNULL(ARG_AT))
 		req->at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(ARG_AT));
-	if (has_at)
-		rl_shed_args(fcinfo, ARG_PRIORITY, ARG_RESERVE, req);
+	rl_shed_args(fcinfo, priority_arg, priority_arg + 1, req);
 }
 
 /*
@@ -403,7 +404,7 @@ rl_allow(PG_FUNCTION_ARGS)
 	RlRequest	req;
 	RlDecision	d;
 
-	request_from_args(fcinfo, true, &req);
+	request_from_args(fcinfo, true, ARG_PRIORITY, &req);
 	decide_direct(&req, &d);
 	PG_RETURN_BOOL(d.out.allowed);
 }
@@ -418,7 +419,7 @@ rl_check(PG_FUNCTION_ARGS)
 	RlRequest	req;
 	RlDecision	d;
 
-	request_from_args(fcinfo, true, &req);
+	request_from_args(fcinfo, true, ARG_PRIORITY, &req);
 	decide_direct(&req, &d);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &req, &d));
 }
@@ -489,8 +490,9 @@ rl_adjust(PG_FUNCTION_ARGS)
 
 /*
  * Decide rl_allow_all / rl_check_all (keys text[], policies text[],
- * costs bigint[] DEFAULT NULL, at DEFAULT NULL): keys[i] under
- * policies[i], with costs[i] if given, all or nothing.  Fills reqs and ds,
+ * costs bigint[] DEFAULT NULL, at DEFAULT NULL, priority DEFAULT NULL):
+ * keys[i] under policies[i], with costs[i] if given, each with the
+ * call's priority (0.3.0), all or nothing.  Fills reqs and ds,
  * points *keys and *policies at the arrays' elements, and returns the
  * count; *all tells whether every limit admitted.
  */
@@ -547,6 +549,7 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 		}
 		if (!PG_ARGISNULL(3))
 			reqs[i].at = rl_arg_at(PG_GETARG_TIMESTAMPTZ(3));
+		rl_shed_args(fcinfo, 4, -1, &reqs[i]);
 	}
 
 	/*
@@ -565,8 +568,8 @@ multi_decide(FunctionCallInfo fcinfo, RlRequest *reqs, RlDecision *ds,
 }
 
 /*
- * rl_allow_all(keys, policies, costs, at) returns boolean: true if every
- * limit admits, and then all consume; otherwise none does.
+ * rl_allow_all(keys, policies, costs, at, priority) returns boolean: true
+ * if every limit admits, and then all consume; otherwise none does.
  */
 Datum
 rl_allow_all(PG_FUNCTION_ARGS)
@@ -582,8 +585,9 @@ rl_allow_all(PG_FUNCTION_ARGS)
 }
 
 /*
- * rl_check_all(keys, policies, costs, at) returns setof (key, policy,
- * allowed, limit, remaining, retry_after, reset_at, delay, capacity, per):
+ * rl_check_all(keys, policies, costs, at, priority) returns setof (key,
+ * policy, allowed, limit, remaining, retry_after, reset_at, delay,
+ * capacity, per):
  * one row per key, in order.  Consumption is all or nothing as for rl_allow_all; when
  * any row is denied, the others report whether they would have admitted.
  */
@@ -676,7 +680,8 @@ wait_admitted(const RlRequest *req, int64 max_wait)
 }
 
 /*
- * rl_wait(key, algo, limit, per, cost, burst, max_wait) returns boolean
+ * rl_wait(key, algo, limit, per, cost, burst, max_wait, priority, reserve)
+ * returns boolean (0.2.0's definition: without the last two)
  */
 Datum
 rl_wait(PG_FUNCTION_ARGS)
@@ -684,12 +689,13 @@ rl_wait(PG_FUNCTION_ARGS)
 	RlRequest	req;
 
 	rl_arg_not_null(fcinfo, 6, "max_wait");
-	request_from_args(fcinfo, false, &req);
+	request_from_args(fcinfo, false, 7, &req);
 	PG_RETURN_BOOL(wait_admitted(&req, rl_arg_max_wait(PG_GETARG_INTERVAL_P(6))));
 }
 
 /*
- * rl_wait(key, policy, max_wait, cost) returns boolean
+ * rl_wait(key, policy, max_wait, cost, priority) returns boolean (0.2.0's
+ * definition: without priority)
  */
 Datum
 rl_wait_policy(PG_FUNCTION_ARGS)
@@ -702,6 +708,7 @@ rl_wait_policy(PG_FUNCTION_ARGS)
 				   &req);
 	rl_algo_check_use(req.algo, false, req.policy);
 	rl_limits_refuse(&req, "rl_wait");
+	rl_shed_args(fcinfo, 4, -1, &req);
 	/* waits may take in policy changes meanwhile: count by identity */
 	req.stats = NULL;
 	PG_RETURN_BOOL(wait_admitted(&req, rl_arg_max_wait(PG_GETARG_INTERVAL_P(2))));

@@ -383,7 +383,8 @@ bytea_datum(const char *bytes, int len)
 
 /*
  * rl_stats(all_databases DEFAULT false) returns setof (dbid, algo, policy,
- * allowed, denied, near_limit, failed_open, failed_closed, shadow_denied).
+ * allowed, denied, near_limit, failed_open, failed_closed, shadow_denied,
+ * shed).
  * A policy name of another database is converted to this database's
  * encoding, or NULL if it cannot be represented in it.
  */
@@ -425,7 +426,8 @@ rl_stats(PG_FUNCTION_ARGS)
 			values[2] = PointerGetDatum(policy);
 			nulls[2] = policy == NULL;
 		}
-		for (c = 0; c < RL_NSTATS; c++)
+		/* a database on 0.2.0's definition has no "shed" column */
+		for (c = 0; c < RL_NSTATS && 3 + c < rsinfo->setDesc->natts; c++)
 			values[3 + c] = Int64GetDatum((int64) rows[i].counters[c]);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -70,6 +70,22 @@ rl_shed_priority(text *priority)
 	return RL_PRIORITY_NONE;	/* keep the compiler quiet */
 }
 
+/* A priority's name, as rl_shed_priority reads it ("" for none). */
+const char *
+rl_shed_priority_name(uint8 priority)
+{
+	switch (priority)
+	{
+		case RL_PRIORITY_CRITICAL:
+			return "critical";
+		case RL_PRIORITY_NORMAL:
+			return "normal";
+		case RL_PRIORITY_SHEDDABLE:
+			return "sheddable";
+	}
+	return "";
+}
+
 /*
  * A SQL function's priority (argument priority_arg) and, for a direct
  * call, its reserve (reserve_arg; -1: a policy's, already in req), into
@@ -148,14 +164,24 @@ rl_shed_requests(const RlRequest *reqs, int n, RlRequest *copies)
 
 /*
  * What a decision of the request (as rl_shed_request made it) reports as
- * remaining: the units left above its headroom, those the caller may use.
+ * remaining: the units left above its headroom, those the caller may use;
+ * and whether a denial was the headroom's alone (out->shed, counted by
+ * rl_stats and named by a quota trigger's error).  Every algorithm
+ * reports as remaining the units left, floored: it would have admitted
+ * the cost without the headroom exactly when they cover the cost (one
+ * unit for a call of cost 0, which misses a key exactly at its limit).
  */
 void
 rl_shed_report(const RlRequest *req, RlOutcome *out)
 {
 	int64		headroom = req->params.headroom;
 
+	out->shed = false;
 	if (unlikely(headroom > 0))
+	{
+		out->shed = !out->allowed &&
+			out->remaining >= Max(req->params.cost, 1);
 		out->remaining = out->remaining > headroom ?
 			out->remaining - headroom : 0;
+	}
 }

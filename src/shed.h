@@ -18,6 +18,7 @@
 
 extern int32 rl_shed_reserve(double reserve, const char *name);
 extern uint8 rl_shed_priority(text *priority);
+extern const char *rl_shed_priority_name(uint8 priority);
 extern void rl_shed_args(FunctionCallInfo fcinfo, int priority_arg,
 						 int reserve_arg, RlRequest *req);
 extern int64 rl_shed_headroom(const RlRequest *req);

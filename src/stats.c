@@ -2,8 +2,9 @@
  *
  * stats.c
  *		Decision counters per (database, algorithm, policy), in shared
- *		memory: allowed, denied, near the limit, decided by fail_mode, and
- *		what shadow policies would have denied.
+ *		memory: allowed, denied, near the limit, decided by fail_mode,
+ *		what shadow policies would have denied, and denials by a
+ *		priority's headroom alone (load shedding).
  *
  * Per-key counters would multiply the store's memory, so counts are kept
  * per policy (direct calls count under a NULL policy, per algorithm), in a
@@ -516,6 +517,8 @@ count_in(RlStatsHandle *handle, const RlRequest *req, const RlOutcome *out,
 	if (!out->allowed)
 	{
 		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_DENIED], 1);
+		if (unlikely(out->shed))
+			pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_SHED], 1);
 		return;
 	}
 	pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_ALLOWED], 1);

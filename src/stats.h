@@ -18,6 +18,7 @@ typedef enum RlStat
 	RL_STAT_FAILED_OPEN,		/* allowed by fail_mode */
 	RL_STAT_FAILED_CLOSED,		/* denied by fail_mode */
 	RL_STAT_SHADOW_DENIED,		/* a shadow policy would have denied */
+	RL_STAT_SHED,				/* denied by a priority's headroom alone */
 	RL_NSTATS
 } RlStat;
 

@@ -79,6 +79,7 @@
 #include "dispatch.h"
 #include "policy.h"
 #include "policy_limit.h"
+#include "shed.h"
 #include "trigger.h"
 #include "trigger_int.h"
 #include "trigger_key.h"
@@ -637,9 +638,18 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 	{
 		Interval   *per = rl_per_interval(&req.params);
 
+		/* a shed row: its priority and what it must leave free say why */
 		ereport(ERROR,
 				(errcode(ERRCODE_RL_QUOTA_EXCEEDED),
 				 errmsg("rate limit exceeded for policy \"%s\"", pol->name),
+				 d.out.shed ?
+				 errdetail("Key \"%s\" is shed: at priority \"%s\" a row must leave " INT64_FORMAT " of the capacity of " INT64_FORMAT " free (reserve %g); this row costs " INT64_FORMAT ".",
+						   pnstrdup(kb.data, kb.len),
+						   rl_shed_priority_name(req.priority),
+						   rl_shed_headroom(&req),
+						   rl_algo_capacity(req.algo, &req.params),
+						   (double) req.reserve / RL_SHED_WHOLE,
+						   req.params.cost) :
 				 errdetail("Key \"%s\" may use " INT64_FORMAT " per %s; this row costs " INT64_FORMAT ".",
 						   pnstrdup(kb.data, kb.len), req.params.limit,
 						   DatumGetCString(DirectFunctionCall1(interval_out,

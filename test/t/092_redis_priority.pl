@@ -5,7 +5,8 @@
 # backend redis and hybrid, with batching on (a call with a headroom is
 # never batched), under a policy and under a policy of several limits (the
 # all-or-nothing script).  What remains for a caller is what is left above
-# its headroom, as on the local store (test/sql/priority.sql).
+# its headroom, as on the local store (test/sql/priority.sql); rl_stats
+# counts the shed denials.
 
 use strict;
 use warnings;
@@ -99,6 +100,17 @@ for my $algo (@algos)
 		"policy on Redis, $algo: 8 sheddable, 2 left for critical calls, which take them"
 	);
 }
+
+# shed denials are counted apart, from what Redis reports left: per
+# policy 8 sheddable calls and a look admitted, 4 shed; 2 critical calls
+# admitted, 10 denied by the limit itself (not shed)
+is( $node->safe_psql(
+		'postgres', q{
+	SELECT string_agg(format('%s %s/%s/%s', algo, allowed, denied, shed),
+		', ' ORDER BY algo)
+	FROM rl_stats WHERE policy LIKE 'p\_%'}),
+	join(', ', map { "$_ 11/14/4" } sort @algos),
+	'rl_stats counts the shed denials on Redis (allowed/denied/shed)');
 
 # several limits (the all-or-nothing script): the reserve applies to each,
 # here the hourly 10 binds
