@@ -57,6 +57,11 @@ OBJS = \
 	src/trigger_key.o \
 	src/persist.o
 SHLIB_LINK += -lhiredis
+# Calls between the module's own functions bind inside it (#9): no PLT
+# stub or GOT load on the hot path, and an exported function may be
+# inlined in its own file (nothing interposes on ratelimit's symbols).
+PG_CFLAGS += $(shell $(CC) -Werror -fno-semantic-interposition -E -x c /dev/null >/dev/null 2>&1 && echo -fno-semantic-interposition)
+SHLIB_LINK += -Wl,-Bsymbolic
 # the release, as the control file states it (module magic on 18, make dist)
 RL_VERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 PG_CPPFLAGS += -DRL_VERSION='"$(RL_VERSION)"'

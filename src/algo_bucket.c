@@ -93,14 +93,69 @@ leaky_drain(RlBucketState *s, bool fresh, int64 t, int64 last,
 }
 
 /*
- * token_bucket: a new key starts full (B tokens); tokens refill at r up to
- * B; allowed iff tokens >= c + h (h the headroom), then c are taken.
+ * rl_token_bucket in 64-bit arithmetic: the same outcome and state, bit
+ * for bit, when every value it computes fits in 64 bits and the content is
+ * already in the call's W (limits and windows of ordinary size: nearly
+ * every call), without int128's library calls and wide registers.  Returns
+ * false, having written nothing, when something would not fit: the caller
+ * then takes the exact path.
  */
-bool
-rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
-				const RlParams *p, RlOutcome *d, RlChain *chain)
+static inline bool
+token_bucket64(RlBucketState *s, bool fresh, int64 t, int64 last,
+			   const RlParams *p, RlOutcome *d)
 {
-	RlBucketState *s = &state->bucket;
+	int64		capacity;
+	int64		need;
+	int64		charge;
+	int64		scaled;
+	int64		flow;
+	int64		missing = 0;
+	int64		room;
+	bool		allowed;
+
+	if (pg_mul_s64_overflow(p->burst, p->per, &capacity) ||
+		pg_add_s64_overflow(p->cost, p->headroom, &need) ||
+		pg_mul_s64_overflow(need, p->per, &need) ||
+		pg_mul_s64_overflow(p->cost, p->per, &charge))
+		return false;
+	if (fresh)
+		scaled = capacity;
+	else
+	{
+		/* token_fill without a rescale */
+		if (s->per != p->per ||
+			s->scaled < PG_INT64_MIN || s->scaled > PG_INT64_MAX ||
+			pg_mul_s64_overflow(t - last, p->limit, &flow) ||
+			pg_add_s64_overflow((int64) s->scaled, flow, &scaled))
+			return false;
+		if (scaled > capacity)
+			scaled = capacity;
+	}
+	allowed = scaled >= need;
+	if ((allowed && pg_sub_s64_overflow(scaled, charge, &scaled)) ||
+		(!allowed && pg_sub_s64_overflow(need, scaled, &missing)) ||
+		pg_sub_s64_overflow(capacity, scaled, &room))
+		return false;
+
+	s->scaled = scaled;
+	s->per = p->per;
+	d->allowed = allowed;
+	d->remaining = scaled <= 0 ? 0 : scaled / p->per;
+	d->retry_after = allowed ? 0.0 : rl_seconds64(missing, p->limit);
+	d->reset_at = rl_time_after64(t, room, p->limit);
+	d->delay = 0.0;
+	return true;
+}
+
+/*
+ * rl_token_bucket in exact 128-bit arithmetic, for what token_bucket64
+ * cannot take: out of line, so that the common path does not carry its
+ * frame.
+ */
+static pg_noinline void
+token_bucket128(RlBucketState *s, bool fresh, int64 t, int64 last,
+				const RlParams *p, RlOutcome *d)
+{
 	int128		capacity = (int128) p->burst * p->per;
 	int128		need = (int128) (p->cost + p->headroom) * p->per;
 
@@ -113,6 +168,18 @@ rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
 		rl_seconds(need - s->scaled, p->limit);
 	d->reset_at = rl_time_after(t, capacity - s->scaled, p->limit);
 	d->delay = 0.0;
+}
+
+/*
+ * token_bucket: a new key starts full (B tokens); tokens refill at r up to
+ * B; allowed iff tokens >= c + h (h the headroom), then c are taken.
+ */
+bool
+rl_token_bucket(RlState *state, bool fresh, int64 t, int64 last,
+				const RlParams *p, RlOutcome *d, RlChain *chain)
+{
+	if (unlikely(!token_bucket64(&state->bucket, fresh, t, last, p, d)))
+		token_bucket128(&state->bucket, fresh, t, last, p, d);
 	return true;
 }
 

@@ -11,6 +11,7 @@
 #define RL_ALGO_COMMON_H
 
 #include "algo.h"
+#include "common/int.h"
 
 /* reset_at is saturated here (Unix us, about year 148000) */
 #define RL_TIME_SATURATE	((int64) 1 << 62)
@@ -39,16 +40,45 @@ rl_ceil_div128(int128 a, int128 b)
 	return (a + b - 1) / b;
 }
 
+/*
+ * t + ceil(num / den) microseconds, saturated; num >= 0, den > 0, all in
+ * 64 bits (a sum past 64 bits is past the saturation too).
+ */
+static inline int64
+rl_time_after64(int64 t, int64 num, int64 den)
+{
+	int64		r;
+
+	if (pg_add_s64_overflow(t, num / den + (num % den != 0), &r) ||
+		r > RL_TIME_SATURATE)
+		return RL_TIME_SATURATE;
+	return r;
+}
+
 /* t + ceil(num / den) microseconds, saturated; num >= 0, den > 0 */
 static inline int64
 rl_time_after(int64 t, int128 num, int128 den)
 {
-	int128		r = (int128) t + rl_ceil_div128(num, den);
+	int128		r;
 
+	if (likely(num >= 0 && num <= PG_INT64_MAX && den <= PG_INT64_MAX))
+		return rl_time_after64(t, (int64) num, (int64) den);
+	r = (int128) t + rl_ceil_div128(num, den);
 	return r > RL_TIME_SATURATE ? RL_TIME_SATURATE : (int64) r;
 }
 
-/* num / den microseconds, in seconds; num >= 0, den > 0 */
+/*
+ * num / den microseconds, in seconds; num >= 0, den > 0.  The 64-bit
+ * form converts the same integer to the same double without the 128-bit
+ * conversion's library call.
+ */
+static inline double
+rl_seconds64(int64 num, int64 den)
+{
+	return (double) num / ((double) den * 1000000.0);
+}
+
+/* rl_seconds64 for a 128-bit numerator */
 static inline double
 rl_seconds(int128 num, int128 den)
 {

@@ -148,7 +148,7 @@ log_retry_after(const RlLogState *s, const RlChain *m, int64 t,
 
 		newer -= entry->cost;
 		if (newer + p->cost + p->headroom <= p->limit)
-			return rl_seconds(entry->time + p->per - t, 1);
+			return rl_seconds64(entry->time + p->per - t, 1);
 		if (++pos == block_end(s, block))
 		{
 			block = block == s->tail ? RL_NIL : m->next[block];

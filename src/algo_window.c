@@ -81,7 +81,7 @@ rl_fixed_window(RlState *state, bool fresh, int64 t, int64 last,
 	if (o->allowed)
 		s->cur += p->cost;
 	o->remaining = Max(p->limit - s->cur, 0);
-	o->retry_after = o->allowed ? 0.0 : rl_seconds(end - t, 1);
+	o->retry_after = o->allowed ? 0.0 : rl_seconds64(end - t, 1);
 	o->reset_at = s->cur > 0 ? end : t;
 	o->delay = 0.0;
 	return true;

@@ -87,24 +87,6 @@ rl_shed_priority_name(uint8 priority)
 }
 
 /*
- * A SQL function's priority (argument priority_arg) and, for a direct
- * call, its reserve (reserve_arg; -1: a policy's, already in req), into
- * req.  An argument past those of the function's SQL definition (an older
- * version's, without them) is none, as is NULL.
- */
-void
-rl_shed_args(FunctionCallInfo fcinfo, int priority_arg, int reserve_arg,
-			 RlRequest *req)
-{
-	if (PG_NARGS() > priority_arg && !PG_ARGISNULL(priority_arg))
-		req->priority = rl_shed_priority(PG_GETARG_TEXT_PP(priority_arg));
-	if (reserve_arg >= 0 && PG_NARGS() > reserve_arg &&
-		!PG_ARGISNULL(reserve_arg))
-		req->reserve = rl_shed_reserve(PG_GETARG_FLOAT8(reserve_arg),
-									   "reserve");
-}
-
-/*
  * The units the request must leave free under its algorithm and
  * parameters: its priority's share of the reserve of the capacity, at
  * most what the cost leaves of it.
@@ -127,20 +109,6 @@ rl_shed_headroom(const RlRequest *req)
 }
 
 /*
- * The request as decided: req itself when it keeps no headroom, else a
- * copy of it in copy with its headroom set.
- */
-const RlRequest *
-rl_shed_request(const RlRequest *req, RlRequest *copy)
-{
-	if (likely(!rl_shed_applies(req)))
-		return req;
-	*copy = *req;
-	copy->params.headroom = rl_shed_headroom(req);
-	return copy;
-}
-
-/*
  * rl_shed_request for n requests decided together: copies (room for n)
  * unless none keeps a headroom.
  */
@@ -160,28 +128,4 @@ rl_shed_requests(const RlRequest *reqs, int n, RlRequest *copies)
 		copies[i].params.headroom = rl_shed_headroom(&reqs[i]);
 	}
 	return copies;
-}
-
-/*
- * What a decision of the request (as rl_shed_request made it) reports as
- * remaining: the units left above its headroom, those the caller may use;
- * and whether a denial was the headroom's alone (out->shed, counted by
- * rl_stats and named by a quota trigger's error).  Every algorithm
- * reports as remaining the units left, floored: it would have admitted
- * the cost without the headroom exactly when they cover the cost (one
- * unit for a call of cost 0, which misses a key exactly at its limit).
- */
-void
-rl_shed_report(const RlRequest *req, RlOutcome *out)
-{
-	int64		headroom = req->params.headroom;
-
-	out->shed = false;
-	if (unlikely(headroom > 0))
-	{
-		out->shed = !out->allowed &&
-			out->remaining >= Max(req->params.cost, 1);
-		out->remaining = out->remaining > headroom ?
-			out->remaining - headroom : 0;
-	}
 }

@@ -39,6 +39,7 @@
 #include "catalog/pg_type.h"
 #include "common/shortest_dec.h"
 #include "miscadmin.h"
+#include "port/pg_bitutils.h"
 #include "utils/builtins.h"
 #include "utils/date.h"
 #include "utils/datetime.h"
@@ -157,17 +158,29 @@ key_add_int(RlKeyBuf *kb, int64 value)
 		"4041424344454647484950515253545556575859"
 		"6061626364656667686970717273747576777879"
 		"8081828384858687888990919293949596979899";
+	static const uint64 powers[20] = {
+		UINT64CONST(1), UINT64CONST(10), UINT64CONST(100),
+		UINT64CONST(1000), UINT64CONST(10000), UINT64CONST(100000),
+		UINT64CONST(1000000), UINT64CONST(10000000),
+		UINT64CONST(100000000), UINT64CONST(1000000000),
+		UINT64CONST(10000000000), UINT64CONST(100000000000),
+		UINT64CONST(1000000000000), UINT64CONST(10000000000000),
+		UINT64CONST(100000000000000), UINT64CONST(1000000000000000),
+		UINT64CONST(10000000000000000), UINT64CONST(100000000000000000),
+		UINT64CONST(1000000000000000000), UINT64CONST(10000000000000000000)
+	};
 	uint64		u = value < 0 ? -(uint64) value : (uint64) value;
-	uint64		bound = 10;
-	int			n = 1;
+	uint64		v = u | 1;		/* as many digits, and not zero */
+	int			n;
 	char	   *p;
 
-	/* digits: up to 20 (bound would pass 2^64 after 10^19) */
-	while (n < 20 && u >= bound)
-	{
-		n++;
-		bound *= 10;
-	}
+	/*
+	 * Digits (1 to 20) without a loop (#9): bits * log10(2) (1233 / 4096
+	 * from below) is the count of digits of 2^(bits - 1) or one less, the
+	 * powers of ten tell which.
+	 */
+	n = ((pg_leftmost_one_pos64(v) + 1) * 1233) >> 12;
+	n += v >= powers[n];
 	if (value < 0)
 		n++;
 	if (n > RL_MAX_KEY_LEN - kb->len)
@@ -244,9 +257,12 @@ key_add_timestamp(RlKeyBuf *kb, Timestamp ts, bool with_tz)
 	key_add(kb, buf, strlen(buf));
 }
 
-/* Append one non-null value of a column of a canonical kind. */
-static void
-key_add_value(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
+/*
+ * Append one non-null value of a column of a canonical kind other than
+ * the integers (key_add_value's).
+ */
+static pg_noinline void
+key_add_other(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
 {
 	char		buf[Max(MAXDATELEN + 1, DOUBLE_SHORTEST_DECIMAL_LEN)];
 	struct varlena *v;
@@ -256,18 +272,6 @@ key_add_value(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
 
 	switch (col->kind)
 	{
-		case RL_KEY_INT2:
-			key_add_int(kb, DatumGetInt16(value));
-			break;
-		case RL_KEY_INT4:
-			key_add_int(kb, DatumGetInt32(value));
-			break;
-		case RL_KEY_INT8:
-			key_add_int(kb, DatumGetInt64(value));
-			break;
-		case RL_KEY_OID:
-			key_add_int(kb, DatumGetObjectId(value));
-			break;
 		case RL_KEY_BOOL:
 			key_add(kb, DatumGetBool(value) ? "t" : "f", 1);
 			break;
@@ -338,7 +342,43 @@ key_add_value(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
 			key_add(kb, s, strlen(s));
 			pfree(s);
 			break;
+		case RL_KEY_INT2:
+		case RL_KEY_INT4:
+		case RL_KEY_INT8:
+		case RL_KEY_OID:
+			Assert(false);		/* key_add_value's */
+			break;
 	}
+}
+
+/*
+ * Append one non-null value of a column of a canonical kind: an integer
+ * here (the usual tenant key), without key_add_other's frame (#9).
+ */
+static pg_attribute_always_inline void
+key_add_value(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
+{
+	int64		i;
+
+	switch (col->kind)
+	{
+		case RL_KEY_INT2:
+			i = DatumGetInt16(value);
+			break;
+		case RL_KEY_INT4:
+			i = DatumGetInt32(value);
+			break;
+		case RL_KEY_INT8:
+			i = DatumGetInt64(value);
+			break;
+		case RL_KEY_OID:
+			i = DatumGetObjectId(value);
+			break;
+		default:
+			key_add_other(kb, col, value);
+			return;
+	}
+	key_add_int(kb, i);
 }
 
 /*

@@ -194,3 +194,22 @@ INSERT INTO t4 VALUES (11, 3);
 SELECT 100 - remaining AS consumed FROM rl_check('11', 'bytes_per_tenant', cost => 0);
 DROP TABLE t3, t4;
 DROP FUNCTION t4_cost(int);
+-- Integer keys are written in decimal by the trigger itself: the digit
+-- count at each power of ten and at the ends of the type (#9).
+INSERT INTO rl_policy (name, algo, "limit", per)
+VALUES ('digits', 'token_bucket', 1, '1 day');
+CREATE TABLE t5 (tenant bigint);
+CREATE TRIGGER digits BEFORE INSERT ON t5 FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('digits', 'tenant');
+INSERT INTO t5
+SELECT v FROM (SELECT (10::numeric ^ g)::bigint AS p
+			   FROM generate_series(0, 18) g) s,
+	LATERAL (VALUES (p - 1), (p), (-p), (1 - p)) AS x(v)
+UNION SELECT 9223372036854775807 UNION SELECT -9223372036854775808;
+SELECT count(*) AS rows,
+	(SELECT array_agg(key ORDER BY key) FROM rl_keys()
+	 WHERE policy = 'digits') =
+	array_agg(tenant::text ORDER BY tenant::text) AS same_keys
+FROM t5;
+DROP TABLE t5;
+DELETE FROM rl_policy WHERE name = 'digits';
