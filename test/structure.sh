@@ -3,9 +3,9 @@
 # longer than 800 lines, no cycle between files, neither through #include
 # nor through calls (or uses of a variable), and src/typedefs.list (the
 # typedef names pgindent needs besides PostgreSQL's) naming exactly the
-# typedefs of src/.  Prints the dependencies between files, the longest
-# files, and a closing line "structure: N passed, M failed" (test/run.sh
-# counts it).
+# typedefs of src/; and every TAP test loading RlHarness.  Prints the
+# dependencies between files, the longest files, and a closing line
+# "structure: N passed, M failed" (test/run.sh counts it).
 #
 #   bash test/structure.sh [TREE]
 #
@@ -62,6 +62,21 @@ printf "  %5d  %s\n", $lines{$_}, $_ for @longest[0 .. 4];
 my @over = grep { $lines{$_} > $max_lines } @longest;
 check(!@over, "no file of src/ above $max_lines lines"
 	  . (@over ? ": " . join(', ', map { "$_ ($lines{$_})" } @over) : ''));
+
+# ---- the TAP tests ----
+# Each loads RlHarness, which makes the harnesses of every supported
+# PostgreSQL behave alike (a test without it passes on 17 and fails on
+# 16.2, whose BackgroundPsql keeps a query's trailing newline).
+my @bare;
+for my $t (glob("$tree/test/t/*.pl"))
+{
+	open my $fh, '<', $t or die "$t: $!";
+	my $text = do { local $/; <$fh> };
+	(my $name = $t) =~ s{^.*/}{};
+	push @bare, $name unless $text =~ /^use RlHarness;$/m;
+}
+check(!@bare, 'every TAP test loads RlHarness'
+	  . (@bare ? ': not ' . join(', ', @bare) : ''));
 
 # ---- the files and their dependencies ----
 my %module;		# a .c file's name without .c

@@ -17,6 +17,7 @@ use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use RlHarness;
 use RlRedis;
 
 my $redis = RlRedis->new;
