@@ -403,6 +403,22 @@ releases_flush(void)
 }
 
 /*
+ * Send the removals this backend marked now if it may do I/O (in a
+ * transaction, interrupts not held: not inside an abort or at exit), else
+ * leave them to the worker.
+ */
+static void
+releases_send(void)
+{
+	if (IsTransactionState() && CritSectionCount == 0 &&
+		InterruptHoldoffCount == 0 && !proc_exit_inprogress &&
+		!rl_redis_breaker_open())
+		releases_flush();
+	else
+		worker_wake();
+}
+
+/*
  * A free entry for a lease of the key (its Redis name), TAKING, or -1 when
  * the table is full.
  */
@@ -466,12 +482,7 @@ wait_leave(void)
 		return;
 	rl_lease_set(wait_entry, wait_gen, RL_LEASE_RELEASE);
 	wait_entry = -1;
-	if (IsTransactionState() && !IsAbortedTransactionBlockState() &&
-		CritSectionCount == 0 && InterruptHoldoffCount == 0 &&
-		!proc_exit_inprogress && !rl_redis_breaker_open())
-		releases_flush();
-	else
-		worker_wake();
+	releases_send();
 }
 
 /*
@@ -625,10 +636,5 @@ rl_redis_lease_release(const RlRequest *req, const RlReceipt *receipt)
 	if (!mine)
 		return;
 	my_releases++;
-	if (IsTransactionState() && CritSectionCount == 0 &&
-		InterruptHoldoffCount == 0 && !proc_exit_inprogress &&
-		!rl_redis_breaker_open())
-		releases_flush();
-	else
-		worker_wake();
+	releases_send();
 }
