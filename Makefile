@@ -29,6 +29,7 @@ OBJS = \
 	src/redis_batch.o \
 	src/redis_refund.o \
 	src/redis_lease.o \
+	src/redis_lease_worker.o \
 	src/redis_engine.o \
 	src/redis_reset.o \
 	src/stats.o \

@@ -8,7 +8,8 @@
  * on its latch, outside every lock; slots.c keeps what this backend holds
  * and gives it back when the transaction or the session ends.  The store
  * keeps the slots of the local backend; Redis those of the others, as
- * leases (redis_lease.c), without a queue: a wait there is refused.
+ * leases (redis_lease.c), with a queue in Redis whose waiters block there
+ * (briefly, between two checks for interrupts) instead of on the latch.
  *
  * No shared state of its own.
  *
@@ -34,7 +35,8 @@
 
 /*
  * Wait in the engine's queue for a slot until it comes or the deadline
- * passes (then leave the queue).  r is the result of joining it.  A
+ * passes (then leave the queue).  r is the result of joining it.  An
+ * engine whose POLL blocks (Redis) is polled without a sleep here.  A
  * cancel, a statement timeout or a termination raises in
  * CHECK_FOR_INTERRUPTS; slots.c leaves the queue at the (sub)abort or the
  * exit.  Returns TAKEN, BUSY or NO_ROOM.
@@ -57,11 +59,15 @@ slot_wait(const RlEngine *engine, const RlRequest *req, RlSlotResult r,
 			r = engine->acquire(req, RL_SLOT_LEAVE, rl_clock_now(), receipt);
 			return r == RL_SLOT_GONE ? RL_SLOT_BUSY : r;
 		}
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 (long) Min((left + 999) / 1000, RL_SLOT_RECHECK_MS),
-						 PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+		if (!engine->poll_blocks)
+		{
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 (long) Min((left + 999) / 1000,
+										RL_SLOT_RECHECK_MS),
+							 PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
 		CHECK_FOR_INTERRUPTS();
 		r = engine->acquire(req, RL_SLOT_POLL, rl_clock_now(), receipt);
 	}
@@ -84,19 +90,13 @@ rl_slots_local(const RlRequest *req)
 /*
  * The engine that keeps the request's slots: the store for the local
  * backend, Redis (leases) for redis and hybrid (a local pre-check means
- * nothing for a slot held elsewhere).  Redis keeps no queue: waiting
- * there is refused.
+ * nothing for a slot held elsewhere).
  */
 static const RlEngine *
-slot_engine(const RlRequest *req, int64 max_wait)
+slot_engine(const RlRequest *req)
 {
 	if (rl_request_backend(req) == RL_BACKEND_LOCAL)
 		return rl_engine(RL_ENGINE_STORE);
-	if (max_wait > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("waiting for a slot of a concurrency limit is not supported on Redis"),
-				 errhint("Call rl_acquire with max_wait => '0' and retry later, or use the local backend.")));
 	return rl_engine(RL_ENGINE_REDIS);
 }
 
@@ -107,7 +107,7 @@ slot_engine(const RlRequest *req, int64 max_wait)
  * already is not taken twice (slots.c).  When the store has no room for
  * the key, or Redis does not answer, fail_mode decides, and nothing is
  * held.  Returns whether the call may proceed.  On Redis a slot is a lease
- * (redis_lease.c) and max_wait must be 0 (slot_engine).
+ * and the queue is kept in Redis (redis_lease.c).
  * A call with a priority takes a slot only if its headroom stays free
  * (shed.c), waiting or not.
  */
@@ -127,12 +127,12 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 	memset(&out, 0, sizeof(out));
 	if (req->shadow)
 		max_wait = 0;			/* a dry run never waits */
-	engine = slot_engine(req, max_wait);
+	engine = slot_engine(req);
 	r = RL_SLOT_TAKEN;
 	if (!rl_slots_held(req, session))
 	{
 		rl_dispatch_enter();
-		rl_slots_begin(req);
+		rl_slots_begin(req, engine);
 		now = rl_clock_now();
 		r = engine->acquire(req, max_wait > 0 ? RL_SLOT_QUEUE : RL_SLOT_TRY,
 							now, &receipt);

@@ -390,15 +390,23 @@ typedef struct RlEngine
 	 * Slots (an algorithm whose state is RL_STATE_SLOTS).  acquire: see
 	 * RlSlotOp; a backend queues for one key at a time, and is woken (its
 	 * latch set) when its turn comes or the key is reset; it never waits
-	 * inside the engine.  TAKEN fills the receipt: release gives that slot
+	 * inside the engine, but for a POLL that blocks (poll_blocks).  TAKEN
+	 * fills the receipt: release gives that slot
 	 * back (to the same incarnation only) and hands it to the first waiter.
 	 * release never raises (it is called inside aborts and at exit; Redis's
-	 * does I/O only where a cancel may interrupt it).  Redis offers TRY
-	 * only (leases, redis_lease.c).  NULL: the engine keeps no slots.
+	 * does I/O only where a cancel may interrupt it).  Redis keeps slots
+	 * as leases and its queue in Redis (redis_lease.c).  NULL: the engine
+	 * keeps no slots.
 	 */
 	RlSlotResult (*acquire) (const RlRequest *req, RlSlotOp op, int64 now,
 							 RlReceipt *receipt);
 	void		(*release) (const RlRequest *req, const RlReceipt *receipt);
+
+	/*
+	 * acquire's POLL waits itself, briefly, for a wake-up (Redis: BLPOP),
+	 * instead of the caller on its latch.
+	 */
+	bool		poll_blocks;
 } RlEngine;
 
 /* the engines by id (engine_table.c) */

@@ -379,7 +379,8 @@ rl_redis_key_command(RlRedisCall *call, int slot, int argc,
 			rl_redis_node_close(node);
 			return NULL;
 		}
-		deadline = rl_redis_deadline(call, rl_redis_command_timeout);
+		deadline = rl_redis_deadline(call, rl_redis_command_timeout +
+									 call->block_ms);
 		if (!rl_redis_node_exchange(node, asking >= 0 ? 2 : 1, call, deadline,
 									&io))
 		{

@@ -400,7 +400,20 @@ rl_redis_call_begin(RlRedisCall *call)
 {
 	call->deadline = GetCurrentTimestamp() +
 		(int64) (rl_redis_connect_timeout + rl_redis_command_timeout) * 1000;
+	call->block_ms = 0;
 	call->error[0] = '\0';
+}
+
+/*
+ * The call's command blocks in Redis for up to block_ms (BLPOP): that
+ * long is added to its deadline and to its command's, so that the wait
+ * is not taken for a slow server.
+ */
+void
+rl_redis_call_block(RlRedisCall *call, int block_ms)
+{
+	call->deadline += (int64) (block_ms - call->block_ms) * 1000;
+	call->block_ms = block_ms;
 }
 
 /* The deadline of a step of the call: timeout_ms from now, within it. */

@@ -542,6 +542,7 @@ const RlEngine rl_redis_engine = {
 	.scan = NULL,				/* rl_keys lists the store only */
 	.images = NULL,
 	.restore = NULL,
-	.acquire = redis_acquire,	/* leases, TRY only */
+	.acquire = redis_acquire,	/* leases, a queue in Redis */
 	.release = rl_redis_lease_release,
+	.poll_blocks = true,		/* BLPOP on the key's wake-up list */
 };

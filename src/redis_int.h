@@ -56,6 +56,7 @@
 typedef struct RlRedisCall
 {
 	TimestampTz deadline;
+	int			block_ms;		/* a blocking command's own wait (BLPOP) */
 	char		error[RL_REDIS_ERROR_LEN];
 } RlRedisCall;
 
@@ -158,6 +159,7 @@ extern redisReply *rl_redis_node_command(RlRedisNode *node, int argc,
 										 RlRedisCall *call,
 										 TimestampTz deadline);
 extern void rl_redis_call_begin(RlRedisCall *call);
+extern void rl_redis_call_block(RlRedisCall *call, int block_ms);
 extern TimestampTz rl_redis_deadline(const RlRedisCall *call,
 									 int timeout_ms);
 extern void rl_redis_call_failed(RlRedisCall *call, const char *fmt,...)

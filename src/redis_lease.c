@@ -30,8 +30,22 @@
  * trying to remove a lease until its expiry has passed.  A backend killed
  * by a signal makes the postmaster reinitialize shared memory: its leases
  * (and every other of this server) are left to expire, under a new server
- * number.  Waiting for a slot (max_wait) is not offered on Redis
- * (dispatch_slots.c refuses it).
+ * number.
+ *
+ * Waiting (max_wait): a waiter takes a ticket at the end of the key's
+ * queue in Redis (a sorted set beside the leases, same hash tag), named
+ * like a lease by its entry, which stays TAKING while it waits.  A ticket
+ * expires after RL_TICKET_TIME unless its waiter renews it, which it does
+ * at each look (at least every RL_WAIT_BLOCK_MS): a waiter that dies
+ * holds the queue up for that long at most.  A call that does not wait
+ * takes no slot while a live ticket is in the queue; a waiter takes one
+ * only when its ticket is the first.  Every release (a lease or a ticket
+ * removed, by a backend or the worker) pushes wake-ups on the key's list,
+ * on which the waiters block (BLPOP, RL_WAIT_BLOCK_MS at most, so that
+ * the dispatcher checks for interrupts between two, and expired leases,
+ * which push nothing, are seen).  Leaving the queue removes the ticket
+ * like a lease: at once where the backend may do I/O (the deadline), else
+ * through the worker (a cancel, an error, the exit).
  *
  * Shared state: the table, under the LWLock "ratelimit leases" (exclusive
  * to change an entry, held to scan and copy; no allocation, error or I/O
@@ -45,66 +59,25 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
-#include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
-#include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
-#include "utils/resowner.h"
-#include "utils/wait_event.h"
 
-#include "redis_int.h"
+#include "redis_lease.h"
 
-/* longest Redis name of a key: rl:{<namespace>:cc:<key>} */
-#define RL_LEASE_KEY_MAX	(RL_MAX_STORED_KEY + 2 * NAMEDATALEN)
+/* how long a waiter's ticket lives without a look of its waiter (ms) */
+#define RL_TICKET_TIME		3000
 
-/* a holder's name: server number, pid, entry, generation */
-#define RL_HOLDER_LEN		64
-
-/* shortest wait of the worker between two rounds (ms) */
-#define RL_LEASE_MIN_WAIT	10
-
-/* how soon the worker tries again after a failed renewal (ms) */
-#define RL_LEASE_RETRY		1000
-
-typedef enum RlSlotLeaseState
-{
-	RL_LEASE_FREE = 0,
-	RL_LEASE_TAKING,			/* its acquire is under way */
-	RL_LEASE_HELD,				/* renewed by the worker */
-	RL_LEASE_LOST,				/* its lease was gone at a renewal */
-	RL_LEASE_RELEASE			/* to be removed from Redis */
-} RlSlotLeaseState;
-
-/* One lease of this server. */
-typedef struct RlSlotLease
-{
-	uint8		state;			/* RlSlotLeaseState */
-	uint32		generation;		/* one more at each use of the entry */
-	int			pid;			/* its backend */
-	int			procno;
-	int64		renewed;		/* taken or last renewed (Unix us) */
-	int64		expires;		/* its lease ends by then at the latest */
-	int			keylen;
-	char		key[RL_LEASE_KEY_MAX];	/* the key's Redis name */
-} RlSlotLease;
-
-typedef struct RlSlotLeaseShared
-{
-	LWLock	   *lock;
-	uint64		server;			/* random, new at each (re)start */
-	int			worker;			/* the worker's procno, or -1 */
-	int			nleases;
-	RlSlotLease leases[FLEXIBLE_ARRAY_MEMBER];
-} RlSlotLeaseShared;
+/* longest block of a waiter on the wake-up list (ms) */
+#define RL_WAIT_BLOCK_MS	50
 
 int			rl_redis_lease_time = 30000;	/* ms */
 int			rl_redis_max_leases = 256;
 
-static RlSlotLeaseShared *lease_shared = NULL;
+RlSlotLeaseShared *rl_lease_shared = NULL;
 static bool exit_registered = false;
 
 /*
@@ -113,15 +86,9 @@ static bool exit_registered = false;
  */
 static int	my_releases = 0;
 
-PGDLLEXPORT void rl_lease_worker_main(Datum arg);
-
-/* What a lease script answered. */
-typedef struct RlSlotLeaseReply
-{
-	bool		ok;				/* Redis answered */
-	int64		taken;			/* acquire: 1 if taken; else the count */
-	int64		in_flight;		/* acquire: slots held after the call */
-} RlSlotLeaseReply;
+/* The entry of this backend's ticket while it waits, or -1. */
+static int	wait_entry = -1;
+static uint32 wait_gen = 0;
 
 /* The lease settings and the worker (from rl_redis_init). */
 void
@@ -178,20 +145,20 @@ rl_redis_lease_startup(void)
 	bool		found;
 	int			i;
 
-	lease_shared = ShmemInitStruct("ratelimit leases", lease_size(), &found);
+	rl_lease_shared = ShmemInitStruct("ratelimit leases", lease_size(), &found);
 	if (found)
 		return;
-	lease_shared->lock = &GetNamedLWLockTranche("ratelimit leases")->lock;
-	if (!pg_strong_random(&lease_shared->server,
-						  sizeof(lease_shared->server)))
-		lease_shared->server = (uint64) rl_clock_now() ^
+	rl_lease_shared->lock = &GetNamedLWLockTranche("ratelimit leases")->lock;
+	if (!pg_strong_random(&rl_lease_shared->server,
+						  sizeof(rl_lease_shared->server)))
+		rl_lease_shared->server = (uint64) rl_clock_now() ^
 			((uint64) MyProcPid << 32);
-	lease_shared->worker = -1;
-	lease_shared->nleases = rl_redis_max_leases;
+	rl_lease_shared->worker = -1;
+	rl_lease_shared->nleases = rl_redis_max_leases;
 	for (i = 0; i < rl_redis_max_leases; i++)
 	{
-		lease_shared->leases[i].state = RL_LEASE_FREE;
-		lease_shared->leases[i].generation = 0;
+		rl_lease_shared->leases[i].state = RL_LEASE_FREE;
+		rl_lease_shared->leases[i].generation = 0;
 	}
 }
 
@@ -199,48 +166,73 @@ rl_redis_lease_startup(void)
 static void
 worker_wake(void)
 {
-	int			procno = lease_shared->worker;
+	int			procno = rl_lease_shared->worker;
 
 	if (procno >= 0)
 		SetLatch(&GetPGProcByNumber(procno)->procLatch);
 }
 
 /* A holder's name in Redis. */
-static void
-holder_name(char *buf, int index, const RlSlotLease *l)
+void
+rl_lease_holder_name(char *buf, int index, const RlSlotLease *l)
 {
 	snprintf(buf, RL_HOLDER_LEN, "%016llx:%d:%d:%u",
-			 (unsigned long long) lease_shared->server, l->pid, index,
+			 (unsigned long long) rl_lease_shared->server, l->pid, index,
 			 l->generation);
 }
 
 /*
- * Run the lease script: op on the key's set (its Redis name) for the
- * holder; for an acquire, with the limit and the headroom.  reply->ok is
- * false when Redis did not answer as it should (the call's status says
- * why).
+ * The Redis names of the key's queue, its tickets' expiries and its
+ * wake-up list (lua/lease.lua): the key's name (which ends with its hash
+ * tag) and a suffix, in names[0..2] (each RL_LEASE_KEY_MAX + 4 bytes).
  */
 static void
-lease_script(RlRedisCall *call, const char *op, const char *key, int keylen,
-			 const char *holder, const RlParams *p, RlSlotLeaseReply *reply)
+queue_names(const char *key, int keylen, char names[3][RL_LEASE_KEY_MAX + 4])
+{
+	static const char *const suffix[3] = {":q", ":qt", ":w"};
+	int			k;
+
+	for (k = 0; k < 3; k++)
+	{
+		memcpy(names[k], key, keylen);
+		strcpy(names[k] + keylen, suffix[k]);
+	}
+}
+
+/*
+ * Run the lease script: op on the key's set (its Redis name) for the
+ * holder; for an acquire, a queue or a poll, with the limit, the headroom
+ * and the ticket time.  reply->ok is false when Redis did not answer as it
+ * should (the call's status says why).
+ */
+void
+rl_lease_script(RlRedisCall *call, const char *op, const char *key,
+				int keylen, const char *holder, const RlParams *p,
+				RlSlotLeaseReply *reply)
 {
 	const RlRedisScript *script = rl_redis_lease_script();
-	const char *argv[10];
-	size_t		argvlen[10];
+	const char *argv[14];
+	size_t		argvlen[14];
+	char		names[3][RL_LEASE_KEY_MAX + 4];
 	char		lease[16];
 	char		limit[24];
 	char		headroom[24];
+	char		ticket[16];
 	int			argc = 0;
 	int			i;
 	bool		acquire = p != NULL;
 	RlRedisNode *node;
 	redisReply *r;
 
+	queue_names(key, keylen, names);
 	snprintf(lease, sizeof(lease), "%d", rl_redis_lease_time);
 	argv[argc++] = "EVALSHA";
 	argv[argc++] = script->sha;
-	argv[argc++] = "1";
+	argv[argc++] = "4";
 	argv[argc++] = key;
+	argv[argc++] = names[0];
+	argv[argc++] = names[1];
+	argv[argc++] = names[2];
 	argv[argc++] = op;
 	argv[argc++] = holder;
 	argv[argc++] = lease;
@@ -248,8 +240,10 @@ lease_script(RlRedisCall *call, const char *op, const char *key, int keylen,
 	{
 		snprintf(limit, sizeof(limit), INT64_FORMAT, p->limit);
 		snprintf(headroom, sizeof(headroom), INT64_FORMAT, p->headroom);
+		snprintf(ticket, sizeof(ticket), "%d", RL_TICKET_TIME);
 		argv[argc++] = limit;
 		argv[argc++] = headroom;
+		argv[argc++] = ticket;
 	}
 	for (i = 0; i < argc; i++)
 		argvlen[i] = i == 3 ? (size_t) keylen : strlen(argv[i]);
@@ -278,18 +272,58 @@ lease_script(RlRedisCall *call, const char *op, const char *key, int keylen,
 }
 
 /*
+ * Block on the key's wake-up list for RL_WAIT_BLOCK_MS at most (BLPOP):
+ * until a release pushes a wake-up, or the time is up.  The call's
+ * timeouts are the usual ones on top of the block, so that a BLPOP is not
+ * taken for a slow server.  False when Redis did not answer (the call's
+ * status says why).
+ */
+static bool
+wake_wait(RlRedisCall *call, const char *key, int keylen)
+{
+	char		names[3][RL_LEASE_KEY_MAX + 4];
+	char		block[16];
+	const char *argv[3];
+	size_t		argvlen[3];
+	RlRedisNode *node;
+	redisReply *r;
+
+	queue_names(key, keylen, names);
+	snprintf(block, sizeof(block), "%.3f", RL_WAIT_BLOCK_MS / 1000.0);
+	argv[0] = "BLPOP";
+	argv[1] = names[2];
+	argv[2] = block;
+	argvlen[0] = 5;
+	argvlen[1] = strlen(names[2]);
+	argvlen[2] = strlen(block);
+	rl_redis_call_block(call, RL_WAIT_BLOCK_MS);
+	r = rl_redis_key_command(call, rl_redis_slot(key, keylen), 3, argv,
+							 argvlen, NULL, &node);
+	if (r == NULL)
+		return false;
+	if (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_ARRAY)
+	{
+		rl_redis_reply_failed(call, node, "a wait for a slot", r);
+		rl_redis_node_release(node);
+		return false;
+	}
+	rl_redis_node_release(node);
+	return true;
+}
+
+/*
  * Set entry i (of generation gen) to state, or free it; nothing if it was
  * used again meanwhile.
  */
-static void
-lease_set(int i, uint32 gen, RlSlotLeaseState state)
+void
+rl_lease_set(int i, uint32 gen, RlSlotLeaseState state)
 {
-	RlSlotLease *l = &lease_shared->leases[i];
+	RlSlotLease *l = &rl_lease_shared->leases[i];
 
-	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(rl_lease_shared->lock, LW_EXCLUSIVE);
 	if (l->generation == gen && l->state != RL_LEASE_FREE)
 		l->state = state;
-	LWLockRelease(lease_shared->lock);
+	LWLockRelease(rl_lease_shared->lock);
 	if (state == RL_LEASE_RELEASE)
 		my_releases++;
 }
@@ -303,15 +337,15 @@ lease_exit(int code, Datum arg)
 {
 	int			i;
 
-	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < lease_shared->nleases; i++)
+	LWLockAcquire(rl_lease_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < rl_lease_shared->nleases; i++)
 	{
-		RlSlotLease *l = &lease_shared->leases[i];
+		RlSlotLease *l = &rl_lease_shared->leases[i];
 
 		if (l->state != RL_LEASE_FREE && l->pid == MyProcPid)
 			l->state = RL_LEASE_RELEASE;
 	}
-	LWLockRelease(lease_shared->lock);
+	LWLockRelease(rl_lease_shared->lock);
 	worker_wake();
 }
 
@@ -332,29 +366,29 @@ releases_flush(void)
 		return;
 	my_releases = 0;
 	key = palloc(RL_LEASE_KEY_MAX);
-	for (i = 0; i < lease_shared->nleases; i++)
+	for (i = 0; i < rl_lease_shared->nleases; i++)
 	{
-		RlSlotLease *l = &lease_shared->leases[i];
+		RlSlotLease *l = &rl_lease_shared->leases[i];
 		RlRedisCall call;
 		RlSlotLeaseReply reply;
 		bool		mine;
 		uint32		gen = 0;
 		int			keylen = 0;
 
-		LWLockAcquire(lease_shared->lock, LW_SHARED);
+		LWLockAcquire(rl_lease_shared->lock, LW_SHARED);
 		mine = l->state == RL_LEASE_RELEASE && l->pid == MyProcPid;
 		if (mine)
 		{
 			gen = l->generation;
 			keylen = l->keylen;
 			memcpy(key, l->key, keylen);
-			holder_name(holder, i, l);
+			rl_lease_holder_name(holder, i, l);
 		}
-		LWLockRelease(lease_shared->lock);
+		LWLockRelease(rl_lease_shared->lock);
 		if (!mine)
 			continue;
 		rl_redis_call_begin(&call);
-		lease_script(&call, "release", key, keylen, holder, NULL, &reply);
+		rl_lease_script(&call, "release", key, keylen, holder, NULL, &reply);
 		if (!reply.ok)
 		{
 			/* the worker tries again; so does this backend's next call */
@@ -363,9 +397,25 @@ releases_flush(void)
 			my_releases++;
 			break;
 		}
-		lease_set(i, gen, RL_LEASE_FREE);
+		rl_lease_set(i, gen, RL_LEASE_FREE);
 	}
 	pfree(key);
+}
+
+/*
+ * Send the removals this backend marked now if it may do I/O (in a
+ * transaction, interrupts not held: not inside an abort or at exit), else
+ * leave them to the worker.
+ */
+static void
+releases_send(void)
+{
+	if (IsTransactionState() && CritSectionCount == 0 &&
+		InterruptHoldoffCount == 0 && !proc_exit_inprogress &&
+		!rl_redis_breaker_open())
+		releases_flush();
+	else
+		worker_wake();
 }
 
 /*
@@ -377,10 +427,10 @@ entry_take(const StringInfoData *name, uint32 *gen)
 {
 	int			i;
 
-	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < lease_shared->nleases; i++)
+	LWLockAcquire(rl_lease_shared->lock, LW_EXCLUSIVE);
+	for (i = 0; i < rl_lease_shared->nleases; i++)
 	{
-		RlSlotLease *l = &lease_shared->leases[i];
+		RlSlotLease *l = &rl_lease_shared->leases[i];
 
 		if (l->state != RL_LEASE_FREE)
 			continue;
@@ -393,32 +443,55 @@ entry_take(const StringInfoData *name, uint32 *gen)
 		l->keylen = name->len;
 		memcpy(l->key, name->data, name->len);
 		*gen = l->generation;
-		LWLockRelease(lease_shared->lock);
+		LWLockRelease(rl_lease_shared->lock);
 		return i;
 	}
-	LWLockRelease(lease_shared->lock);
+	LWLockRelease(rl_lease_shared->lock);
 	return -1;
 }
 
 /*
- * The acquire of entry i, in Redis.  Separate from its caller so that
+ * Run op ("acquire", "queue" or "poll") for entry i, in Redis; for a poll,
+ * after a block on the wake-up list.  Separate from its caller so that
  * nothing the PG_TRY there protects is a local it changes.
  */
 static void
-acquire_run(RlRedisCall *call, const RlRequest *req, int i,
+acquire_run(RlRedisCall *call, const RlRequest *req, int i, const char *op,
 			RlSlotLeaseReply *reply)
 {
 	char		holder[RL_HOLDER_LEN];
-	RlSlotLease *l = &lease_shared->leases[i];
+	RlSlotLease *l = &rl_lease_shared->leases[i];
 
-	holder_name(holder, i, l);
-	lease_script(call, "acquire", l->key, l->keylen, holder, &req->params,
-				 reply);
+	reply->ok = false;
+	if (strcmp(op, "poll") == 0 && !wake_wait(call, l->key, l->keylen))
+		return;
+	rl_lease_holder_name(holder, i, l);
+	rl_lease_script(call, op, l->key, l->keylen, holder, &req->params,
+					reply);
 }
 
 /*
- * engine acquire for Redis: TRY only (Redis keeps no queue).  A lease of
- * the key is taken if in_flight + 1 + headroom <= limit; TAKEN fills the
+ * Leave the queue (LEAVE): the ticket's entry is to be removed, at once
+ * where this backend may do I/O (the deadline), else by the worker (an
+ * abort, the exit: slots.c).  Nothing if it does not wait.
+ */
+static void
+wait_leave(void)
+{
+	if (wait_entry < 0)
+		return;
+	rl_lease_set(wait_entry, wait_gen, RL_LEASE_RELEASE);
+	wait_entry = -1;
+	releases_send();
+}
+
+/*
+ * engine acquire for Redis.  TRY: a lease of the key is taken if nobody
+ * waits and in_flight + 1 + headroom <= limit.  QUEUE: the same, or a
+ * ticket at the end of the key's queue (QUEUED; the entry stays TAKING).
+ * POLL: block on the key's wake-up list a moment, then take a slot if the
+ * ticket is first and one is free (QUEUED if not, GONE if the ticket
+ * expired: queue again).  LEAVE: the ticket goes (BUSY).  TAKEN fills the
  * receipt (its incarnation names the entry and its generation).  NO_ROOM
  * when the table is full, UNAVAILABLE when Redis cannot answer (the
  * breaker open, a failure): fail_mode decides, nothing is held.  An error
@@ -428,8 +501,6 @@ RlSlotResult
 rl_redis_lease_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 					   RlReceipt *receipt)
 {
-	StringInfoData hkey;
-	StringInfoData lkey;
 	RlRedisCall call;
 	RlSlotLeaseReply reply;
 	uint32		gen;
@@ -437,39 +508,67 @@ rl_redis_lease_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 	int			i;
 
 	receipt->engine = RL_ENGINE_NONE;
-	if (op != RL_SLOT_TRY)
+	if (op == RL_SLOT_LEAVE)
+	{
+		wait_leave();
 		return RL_SLOT_BUSY;
+	}
 	if (!exit_registered)
 	{
 		on_shmem_exit(lease_exit, (Datum) 0);
 		exit_registered = true;
 	}
-	rl_redis_key_names(&hkey, &lkey, req->dbid, req->algo, req->key,
-					   req->keylen);
-	if (hkey.len > RL_LEASE_KEY_MAX)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("the Redis name of a concurrency limit's key is too long"),
-				 errdetail("It has %d bytes; at most %d are allowed.",
-						   hkey.len, (int) RL_LEASE_KEY_MAX)));
-	if (!rl_redis_breaker_lets_through(&probe))
-		return RL_SLOT_UNAVAILABLE;
-	releases_flush();
-	i = entry_take(&hkey, &gen);
-	pfree(hkey.data);
-	pfree(lkey.data);
-	if (i < 0)
-		return RL_SLOT_NO_ROOM;
+	if (op == RL_SLOT_POLL)
+	{
+		if (wait_entry < 0)
+			return RL_SLOT_BUSY;
+		i = wait_entry;
+		gen = wait_gen;
+		if (!rl_redis_breaker_lets_through(&probe))
+		{
+			wait_leave();
+			return RL_SLOT_UNAVAILABLE;
+		}
+	}
+	else
+	{
+		StringInfoData hkey;
+		StringInfoData lkey;
+
+		rl_redis_key_names(&hkey, &lkey, req->dbid, req->algo, req->key,
+						   req->keylen);
+		if (hkey.len > RL_LEASE_KEY_MAX)
+			ereport(ERROR,
+					(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
+					 errmsg("the Redis name of a concurrency limit's key is too long"),
+					 errdetail("It has %d bytes; at most %d are allowed.",
+							   hkey.len, (int) RL_LEASE_KEY_MAX)));
+		if (!rl_redis_breaker_lets_through(&probe))
+			return RL_SLOT_UNAVAILABLE;
+		releases_flush();
+		i = entry_take(&hkey, &gen);
+		pfree(hkey.data);
+		pfree(lkey.data);
+		if (i < 0)
+			return RL_SLOT_NO_ROOM;
+		if (op == RL_SLOT_QUEUE)
+		{
+			wait_entry = i;
+			wait_gen = gen;
+		}
+	}
 
 	rl_redis_count(RL_REDIS_CALLS);
 	rl_redis_call_begin(&call);
 	PG_TRY();
 	{
-		acquire_run(&call, req, i, &reply);
+		acquire_run(&call, req, i, op == RL_SLOT_TRY ? "acquire" :
+					op == RL_SLOT_QUEUE ? "queue" : "poll", &reply);
 	}
 	PG_CATCH();
 	{
-		lease_set(i, gen, RL_LEASE_RELEASE);
+		rl_lease_set(i, gen, RL_LEASE_RELEASE);
+		wait_entry = -1;
 		worker_wake();
 		PG_RE_THROW();
 	}
@@ -478,17 +577,28 @@ rl_redis_lease_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 	{
 		/* it may have been taken before the reply was lost */
 		rl_redis_failed(&call, true);
-		lease_set(i, gen, RL_LEASE_RELEASE);
+		rl_lease_set(i, gen, RL_LEASE_RELEASE);
+		wait_entry = -1;
 		worker_wake();
 		return RL_SLOT_UNAVAILABLE;
 	}
 	rl_redis_breaker_close(probe);
 	if (reply.taken != 1)
 	{
-		lease_set(i, gen, RL_LEASE_FREE);
-		return RL_SLOT_BUSY;
+		if (op == RL_SLOT_TRY)
+		{
+			rl_lease_set(i, gen, RL_LEASE_FREE);
+			return RL_SLOT_BUSY;
+		}
+		if (reply.taken == 0)
+			return RL_SLOT_QUEUED;
+		/* the ticket expired (this waiter was away): queue again */
+		rl_lease_set(i, gen, RL_LEASE_FREE);
+		wait_entry = -1;
+		return RL_SLOT_GONE;
 	}
-	lease_set(i, gen, RL_LEASE_HELD);
+	wait_entry = -1;
+	rl_lease_set(i, gen, RL_LEASE_HELD);
 	receipt->engine = RL_ENGINE_REDIS;
 	receipt->flags = 0;
 	receipt->params = req->params;
@@ -512,178 +622,19 @@ rl_redis_lease_release(const RlRequest *req, const RlReceipt *receipt)
 	RlSlotLease *l;
 	bool		mine = false;
 
-	if (lease_shared == NULL || i >= (uint32) lease_shared->nleases)
+	if (rl_lease_shared == NULL || i >= (uint32) rl_lease_shared->nleases)
 		return;
-	l = &lease_shared->leases[i];
-	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
+	l = &rl_lease_shared->leases[i];
+	LWLockAcquire(rl_lease_shared->lock, LW_EXCLUSIVE);
 	if (l->generation == gen && l->state != RL_LEASE_FREE &&
 		l->pid == MyProcPid)
 	{
 		l->state = RL_LEASE_RELEASE;
 		mine = true;
 	}
-	LWLockRelease(lease_shared->lock);
+	LWLockRelease(rl_lease_shared->lock);
 	if (!mine)
 		return;
 	my_releases++;
-	if (IsTransactionState() && CritSectionCount == 0 &&
-		InterruptHoldoffCount == 0 && !proc_exit_inprogress &&
-		!rl_redis_breaker_open())
-		releases_flush();
-	else
-		worker_wake();
-}
-
-/* ---- the worker ---- */
-
-/* Has the entry's backend gone (its PGPROC has another pid, or none)? */
-static bool
-holder_gone(const RlSlotLease *l)
-{
-	return GetPGProcByNumber(l->procno)->pid != l->pid;
-}
-
-/*
- * One round: mark the leases of backends gone, copy those to remove and
- * those due for renewal, then tell Redis, outside the lock.  Returns how
- * long (ms) until the next lease is due.
- */
-static long
-worker_round(RlSlotLease *copies, int *index)
-{
-	int64		now = rl_clock_now();
-	int64		period = (int64) rl_redis_lease_time * 1000 / 3;
-	int64		next = period;
-	char		holder[RL_HOLDER_LEN];
-	int			n = 0;
-	int			k;
-	int			i;
-
-	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
-	for (i = 0; i < lease_shared->nleases; i++)
-	{
-		RlSlotLease *l = &lease_shared->leases[i];
-
-		if (l->state == RL_LEASE_FREE)
-			continue;
-		if (l->state != RL_LEASE_RELEASE && holder_gone(l))
-			l->state = RL_LEASE_RELEASE;
-		if (l->state == RL_LEASE_RELEASE ||
-			(l->state == RL_LEASE_HELD && now - l->renewed >= period))
-		{
-			memcpy(&copies[n], l, offsetof(RlSlotLease, key) + l->keylen);
-			index[n++] = i;
-		}
-		else if (l->state == RL_LEASE_HELD)
-			next = Min(next, l->renewed + period - now);
-	}
-	LWLockRelease(lease_shared->lock);
-
-	if (n > 0)
-		(void) rl_redis_conn_ready();
-	for (k = 0; k < n; k++)
-	{
-		RlSlotLease *c = &copies[k];
-		bool		release = c->state == RL_LEASE_RELEASE;
-		RlRedisCall call;
-		RlSlotLeaseReply reply;
-		int64		t = rl_clock_now();
-
-		holder_name(holder, index[k], c);
-		rl_redis_call_begin(&call);
-		lease_script(&call, release ? "release" : "renew", c->key,
-					 c->keylen, holder, NULL, &reply);
-		if (!reply.ok)
-			rl_redis_failed(&call, false);
-		if (release)
-		{
-			/* removed, or expired by now: forgotten either way */
-			if (reply.ok || t > c->expires)
-				lease_set(index[k], c->generation, RL_LEASE_FREE);
-			else
-				next = Min(next, RL_LEASE_RETRY * 1000);
-			continue;
-		}
-		if (!reply.ok)
-		{
-			next = Min(next, RL_LEASE_RETRY * 1000);
-			continue;
-		}
-		LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
-		{
-			RlSlotLease *l = &lease_shared->leases[index[k]];
-
-			if (l->generation == c->generation && l->state == RL_LEASE_HELD)
-			{
-				l->renewed = t;
-				l->expires = t + (int64) rl_redis_lease_time * 1000;
-				if (reply.taken != 1)
-					l->state = RL_LEASE_LOST;
-			}
-		}
-		LWLockRelease(lease_shared->lock);
-	}
-	return (long) Max(next / 1000, RL_LEASE_MIN_WAIT);
-}
-
-/* on_shmem_exit of the worker: nobody to wake any more. */
-static void
-worker_exit(int code, Datum arg)
-{
-	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
-	lease_shared->worker = -1;
-	LWLockRelease(lease_shared->lock);
-}
-
-/*
- * The lease worker's main (a background worker, from a consistent state
- * on): renew the server's leases every third of the lease time, remove
- * those given back, until the server stops.  It uses the server's
- * settings (postgresql.conf) to reach Redis.  An error ends it; it is
- * started again a second later.
- */
-void
-rl_lease_worker_main(Datum arg)
-{
-	RlSlotLease *copies;
-	int		   *index;
-	MemoryContext round;
-
-	pqsignal(SIGTERM, die);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-	/* the scripts' SHA1 (a cryptohash) is tracked by a resource owner */
-	CurrentResourceOwner = ResourceOwnerCreate(NULL, "ratelimit lease worker");
-
-	copies = MemoryContextAllocHuge(TopMemoryContext,
-									sizeof(RlSlotLease) * lease_shared->nleases);
-	index = MemoryContextAlloc(TopMemoryContext,
-							   sizeof(int) * lease_shared->nleases);
-	round = AllocSetContextCreate(TopMemoryContext, "ratelimit lease worker",
-								  ALLOCSET_DEFAULT_SIZES);
-	on_shmem_exit(worker_exit, (Datum) 0);
-	LWLockAcquire(lease_shared->lock, LW_EXCLUSIVE);
-	lease_shared->worker = rl_my_procno();
-	LWLockRelease(lease_shared->lock);
-
-	for (;;)
-	{
-		MemoryContext old;
-		long		wait;
-
-		CHECK_FOR_INTERRUPTS();
-		if (ConfigReloadPending)
-		{
-			ConfigReloadPending = false;
-			ProcessConfigFile(PGC_SIGHUP);
-		}
-		old = MemoryContextSwitchTo(round);
-		wait = worker_round(copies, index);
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(round);
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 wait, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
+	releases_send();
 }

@@ -62,6 +62,7 @@ static int	maxholdings = 0;
 static bool pending = false;
 static RlRequest pending_req;
 static char *pending_key = NULL;
+static const RlEngine *pending_engine = NULL;	/* whose queue it is in */
 
 static bool callbacks_registered = false;
 
@@ -115,12 +116,11 @@ holding_release(int i)
 static void
 pending_abandon(void)
 {
-	const RlEngine *engine;
+	const RlEngine *engine = pending_engine;
 	RlReceipt	receipt;
 
 	if (!pending)
 		return;
-	engine = rl_engine(RL_ENGINE_STORE);
 	if (engine->acquire(&pending_req, RL_SLOT_LEAVE, rl_clock_now(),
 						&receipt) ==
 		RL_SLOT_TAKEN)
@@ -245,11 +245,12 @@ rl_slots_held(const RlRequest *req, bool session)
 }
 
 /*
- * Note the request about to be waited for, with the memory its holding
- * would take, and register the callbacks that give slots back.
+ * Note the request about to be waited for in the engine's queue, with the
+ * memory its holding would take, and register the callbacks that give
+ * slots back.
  */
 void
-rl_slots_begin(const RlRequest *req)
+rl_slots_begin(const RlRequest *req, const RlEngine *engine)
 {
 	Assert(!pending);
 	if (!callbacks_registered)
@@ -273,6 +274,7 @@ rl_slots_begin(const RlRequest *req)
 	pending_req = *req;
 	pending_req.key = pending_key;
 	pending_req.policy = NULL;
+	pending_engine = engine;
 	pending = true;
 }
 

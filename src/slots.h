@@ -21,7 +21,7 @@ typedef struct RlHeldSlot
 } RlHeldSlot;
 
 extern bool rl_slots_held(const RlRequest *req, bool session);
-extern void rl_slots_begin(const RlRequest *req);
+extern void rl_slots_begin(const RlRequest *req, const RlEngine *engine);
 extern void rl_slots_keep(const RlReceipt *receipt, bool session);
 extern void rl_slots_end(void);
 extern bool rl_slots_drop(const RlRequest *req);

@@ -160,10 +160,17 @@ SELECT rl_acquire('c:x', 1, max_wait => '1 month');
 SELECT rl_acquire(repeat('x', 5000), 1);
 -- the rate-limiting functions refuse the algorithm
 SELECT rl_allow('c:x', 'concurrency', 1, '1 second');
--- on Redis a slot is a lease (test/t/096_redis_leases.pl), taken without
--- waiting: a wait is refused before Redis is asked
+-- on Redis a slot is a lease and a wait a ticket in Redis
+-- (test/t/094_redis_lease_waiters.pl, 096_redis_leases.pl); Redis
+-- unreachable, a waiting call is decided by fail_mode at once
 SET ratelimit.backend = 'redis';
-SELECT rl_acquire('c:x', 1, max_wait => '1 second');
+SET ratelimit.redis_nodes = '127.0.0.1:1';
+SET ratelimit.fail_mode = 'closed';
+SET client_min_messages = error;
+SELECT rl_acquire('c:x', 1, max_wait => '1 hour');
+RESET client_min_messages;
+RESET ratelimit.fail_mode;
+RESET ratelimit.redis_nodes;
 RESET ratelimit.backend;
 SELECT count(*) AS keys_at_end FROM rl_slots();
 -- rl_usage of a concurrency policy: the slots in flight, no period

@@ -17,7 +17,7 @@
 #    time;
 #  - headroom: the script takes a slot only if in_flight + 1 + headroom <=
 #    limit;
-#  - max_wait > 0 is refused on Redis (0A000); Redis unreachable: fail_mode.
+#  - Redis unreachable: fail_mode (waiting: 094_redis_lease_waiters.pl).
 use strict;
 use warnings;
 
@@ -143,14 +143,10 @@ ok($nb->poll_query_until('postgres', "SELECT rl_acquire('xact', 1)"),
 	'given back after a rollback by the lease worker');
 is(live('xact'), '0', 'no lease left');
 
-# ---- refusals ----
+# ---- the local backend still waits locally ----
 my ($ret, $out, $err) = $na->psql('postgres',
-	"SELECT rl_acquire('w', 1, max_wait => '1 s')");
-like($err, qr/waiting for a slot of a concurrency limit is not supported on Redis/,
-	'max_wait above 0 is refused on Redis');
-($ret, $out, $err) = $na->psql('postgres',
 	"SET ratelimit.backend = local; SELECT rl_acquire('w', 1, max_wait => '10 ms')");
-is($out, 't', 'and still works locally');
+is($out, 't', 'a wait on the local backend');
 
 # ---- renewal: an idle holder keeps its slot ----
 $s->query_safe("SELECT rl_acquire('renew', 1, hold => 'session')");
@@ -222,7 +218,7 @@ my $lua = "$FindBin::RealBin/../../src/lua/lease.lua";
 my @took;
 foreach my $i (1 .. 3)
 {
-	push @took, scalar `redis-cli -h 127.0.0.1 -p ${\ $redis->port} --eval $lua 'rl:{t:cc:head}' , acquire h$i 30000 3 1`;
+	push @took, scalar `redis-cli -h 127.0.0.1 -p ${\ $redis->port} --eval $lua 'rl:{t:cc:head}' 'rl:{t:cc:head}:q' 'rl:{t:cc:head}:qt' 'rl:{t:cc:head}:w' , acquire h$i 30000 3 1 3000`;
 }
 my @got = map { (split /\n/)[0] } @took;
 is_deeply(\@got, [ '1', '1', '0' ],
