@@ -21,7 +21,6 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use RlHarness;
 use Time::HiRes qw(time usleep);
 use RlHarness;
 use RlRedis;
