@@ -581,6 +581,7 @@ rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
 	ref->generation = policy_generation;
 	ref->len = len;
 	memcpy(ref->name, name, len);
+	ref->request_of = NULL;		/* its request template is made anew */
 	return ref->pol;
 }
 
