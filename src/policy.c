@@ -392,8 +392,31 @@ policy_reload(void)
 		policy_mark_gone(policy_cache);
 }
 
-/* Make the cache current: reads the table only if it changed. */
-static void
+/*
+ * Read the table into the cache (policy_cache_ready found it stale): out
+ * of line, so that the check of every call carries no PG_TRY frame.
+ */
+static pg_noinline void
+policy_cache_fill(void)
+{
+	PG_TRY();
+	{
+		policy_reload();
+	}
+	PG_CATCH();
+	{
+		/* a cache read halfway must not be taken as complete */
+		policy_cache_valid = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Make the cache current: reads the table only if it changed.  Inline: a
+ * quota trigger checks on every row (#9).
+ */
+static inline void
 policy_cache_ready(void)
 {
 	/*
@@ -402,36 +425,17 @@ policy_cache_ready(void)
 	 * cheap check when there is nothing new.
 	 */
 	AcceptInvalidationMessages();
-	if (!policy_cache_valid)
-	{
-		PG_TRY();
-		{
-			policy_reload();
-		}
-		PG_CATCH();
-		{
-			/* a cache read halfway must not be taken as complete */
-			policy_cache_valid = false;
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
-	}
+	if (unlikely(!policy_cache_valid))
+		policy_cache_fill();
 }
 
 /*
- * May the current role use the cache (made current), read as another
- * role?  It may if it may read the whole table (SELECT on it, or on each
- * column), unless row security filters what it or the reader sees: then
- * the cache is marked stale, to be read again as this role (false).  A
- * role without SELECT gets the error reading the table would give.
+ * policy_role_ready for a role that is neither the cache's reader nor the
+ * last role allowed.
  */
-static bool
-policy_role_ready(void)
+static pg_noinline bool
+policy_role_check(Oid role)
 {
-	Oid			role = GetUserId();
-
-	if (role == policy_reader || role == policy_allowed)
-		return true;
 	if (policy_filtered ||
 		check_enable_rls(policy_relid, InvalidOid, true) == RLS_ENABLED)
 	{
@@ -444,6 +448,24 @@ policy_role_ready(void)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "rl_policy");
 	policy_allowed = role;
 	return true;
+}
+
+/*
+ * May the current role use the cache (made current), read as another
+ * role?  It may if it may read the whole table (SELECT on it, or on each
+ * column), unless row security filters what it or the reader sees: then
+ * the cache is marked stale, to be read again as this role (false).  A
+ * role without SELECT gets the error reading the table would give.  The
+ * usual answer (the reader, or the role allowed last) inline.
+ */
+static inline bool
+policy_role_ready(void)
+{
+	Oid			role = GetUserId();
+
+	if (likely(role == policy_reader || role == policy_allowed))
+		return true;
+	return policy_role_check(role);
 }
 
 /*
@@ -581,6 +603,7 @@ rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
 	ref->generation = policy_generation;
 	ref->len = len;
 	memcpy(ref->name, name, len);
+	ref->request_of = NULL;		/* its request template is made anew */
 	return ref->pol;
 }
 

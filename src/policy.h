@@ -17,7 +17,10 @@
 /*
  * A caller's memory of the policy a name found (a call site's, a quota
  * trigger's): valid while the policy cache is the one it was found in, so
- * that a call repeating the name costs no lookup.  Zeroed: nothing found.
+ * that a call repeating the name costs no lookup, nor filling the
+ * policy's part of each request (#9: rl_policy_request_ref makes the
+ * template at its first call under the policy found; a lookup that finds
+ * it anew voids it).  Zeroed: nothing found.
  */
 typedef struct RlPolicyRef
 {
@@ -25,6 +28,10 @@ typedef struct RlPolicyRef
 	uint32		generation;		/* the cache's when pol was found */
 	int			len;
 	char		name[NAMEDATALEN];
+	const RlPolicy *request_of; /* the pol request was made from, or NULL */
+	bool		calendar;		/* a calendar window following the
+								 * ratelimit.time_zone of each call */
+	RlRequest	request;		/* pol's request without a key */
 } RlPolicyRef;
 
 extern void rl_policy_init(void);
@@ -40,6 +47,8 @@ extern void rl_policy_request(const RlPolicy *pol, text *key,
 							  RlRequest *req);
 extern void rl_policy_request_in(const RlPolicy *pol, const char *key,
 								 int keylen, char *buf, RlRequest *req);
+extern void rl_policy_request_ref(RlPolicyRef *ref, const char *key,
+								  int keylen, char *buf, RlRequest *req);
 extern void rl_policy_args(FunctionCallInfo fcinfo, RlPolicyRef *ref,
 						   char *buf, int key_arg, int policy_arg, int at_arg,
 						   int cost_arg, RlRequest *req);

@@ -19,45 +19,97 @@
 #include "policy.h"
 
 /*
- * Build the request for a key under a policy.  The stored key is the
- * policy's name, a NUL byte and the key: text never contains NUL, so
- * policies never share state with each other or with direct calls.  The
- * stored key is written into buf (room for NAMEDATALEN + keylen bytes),
- * the key checked first.  The request counts its decisions through the
- * policy's stats handle, and carries the key's override, the policy's
- * other limits and its penalty box for the dispatcher.
+ * The policy's part of its calls' requests, written into req: everything
+ * but the key, the stored key and what follows the key (its override) or
+ * each call (a calendar window's bounds under ratelimit.time_zone).  The
+ * request counts its decisions through the policy's stats handle, and
+ * carries the policy's other limits and its penalty box for the
+ * dispatcher.
  */
-void
-rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
-					 char *buf, RlRequest *req)
+static void
+request_policy(const RlPolicy *pol, RlRequest *req)
 {
-	if (keylen > RL_MAX_KEY_LEN)
-		rl_arg_key_too_long(keylen);
-	memcpy(buf, pol->name, pol->namelen + 1);
-	memcpy(buf + pol->namelen + 1, key, keylen);
-
 	rl_request_init(req);
 	req->algo = pol->algo;
 	req->dbid = MyDatabaseId;
-	req->key = buf;
-	req->keylen = pol->namelen + 1 + keylen;
 	req->params = pol->params;
-	/* a calendar window without a zone of its own follows the setting */
-	if (!pol->zone_given && pol->algo == RL_FIXED_WINDOW && pol->per.time == 0)
-		rl_policy_period(pol, pol->anchor, &req->params);
 	req->backend = pol->backend;
 	req->fail_mode = pol->fail_mode;
 	req->shadow = pol->shadow;
 	req->durable = pol->durable;
-	req->policy = buf;			/* the stored key starts with it */
 	/* the cache's entries are ours: the handle is updated as it counts */
 	req->stats = (RlStatsHandle *) &pol->stats;
 	req->block_duration = pol->block_duration;
 	req->nlimits = pol->nlimits;
 	req->limits = pol->limits;
 	req->reserve = pol->reserve;
+}
+
+/* Does the policy's window follow ratelimit.time_zone at each call? */
+static inline bool
+request_calendar(const RlPolicy *pol)
+{
+	/* a calendar window without a zone of its own follows the setting */
+	return !pol->zone_given && pol->algo == RL_FIXED_WINDOW &&
+		pol->per.time == 0;
+}
+
+/*
+ * The key's part of a request whose policy's part is written: the stored
+ * key is the policy's name, a NUL byte and the key (text never contains
+ * NUL, so policies never share state with each other or with direct
+ * calls), written into buf (room for NAMEDATALEN + keylen bytes), the key
+ * checked first; a calendar window's bounds (calendar: it follows the
+ * setting) and the key's override.
+ */
+static inline void
+request_key(const RlPolicy *pol, bool calendar, const char *key, int keylen,
+			char *buf, RlRequest *req)
+{
+	if (keylen > RL_MAX_KEY_LEN)
+		rl_arg_key_too_long(keylen);
+	memcpy(buf, pol->name, pol->namelen + 1);
+	memcpy(buf + pol->namelen + 1, key, keylen);
+	req->key = buf;
+	req->keylen = pol->namelen + 1 + keylen;
+	req->policy = buf;			/* the stored key starts with it */
+	if (calendar)
+		rl_policy_period(pol, pol->anchor, &req->params);
 	if (unlikely(pol->overrides != NULL))
 		rl_override_apply(pol, key, keylen, req);
+}
+
+/*
+ * Build the request for a key under a policy (request_policy, then
+ * request_key): the stored key written into buf (room for NAMEDATALEN +
+ * keylen bytes).
+ */
+void
+rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
+					 char *buf, RlRequest *req)
+{
+	request_policy(pol, req);
+	request_key(pol, request_calendar(pol), key, keylen, buf, req);
+}
+
+/*
+ * rl_policy_request_in under the policy ref found (rl_policy_find_ref,
+ * not NULL), from its request template: the policy's part of every
+ * request of it, made once per policy found (#9), not at each call; only
+ * the key's part is written.
+ */
+void
+rl_policy_request_ref(RlPolicyRef *ref, const char *key, int keylen,
+					  char *buf, RlRequest *req)
+{
+	if (unlikely(ref->request_of != ref->pol))
+	{
+		request_policy(ref->pol, &ref->request);
+		ref->calendar = request_calendar(ref->pol);
+		ref->request_of = ref->pol;
+	}
+	*req = ref->request;
+	request_key(ref->pol, ref->calendar, key, keylen, buf, req);
 }
 
 /*
@@ -89,7 +141,7 @@ rl_policy_args(FunctionCallInfo fcinfo, RlPolicyRef *ref, char *buf,
 			   int key_arg, int policy_arg, int at_arg, int cost_arg,
 			   RlRequest *req)
 {
-	RlPolicyRef once = {0};
+	RlPolicyRef once;
 	const RlPolicy *pol;
 	text	   *name;
 	text	   *key;
@@ -97,17 +149,21 @@ rl_policy_args(FunctionCallInfo fcinfo, RlPolicyRef *ref, char *buf,
 	rl_require_store();
 	rl_arg_not_null(fcinfo, key_arg, "key");
 	rl_arg_not_null(fcinfo, policy_arg, "policy");
+	if (ref == NULL)
+	{
+		memset(&once, 0, sizeof(once));
+		ref = &once;
+	}
 	name = PG_GETARG_TEXT_PP(policy_arg);
-	pol = rl_policy_find_ref(ref != NULL ? ref : &once, VARDATA_ANY(name),
-							 VARSIZE_ANY_EXHDR(name));
+	pol = rl_policy_find_ref(ref, VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
 	if (pol == NULL)
 		rl_policy_missing(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
 	key = PG_GETARG_TEXT_PP(key_arg);
 	if (buf == NULL)
 		rl_policy_request(pol, key, req);
 	else
-		rl_policy_request_in(pol, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
-							 buf, req);
+		rl_policy_request_ref(ref, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key),
+							  buf, req);
 	if (cost_arg >= 0 && !PG_ARGISNULL(cost_arg))
 	{
 		req->params.cost = PG_GETARG_INT64(cost_arg);

@@ -616,7 +616,7 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 						info->policy, call->tg->tgname,
 						RelationGetRelationName(call->rel)),
 				 errhint("Policies are the rows of table rl_policy.")));
-	rl_policy_request_in(pol, kb.data, kb.len, stored, &req);
+	rl_policy_request_ref(&info->policy_ref, kb.data, kb.len, stored, &req);
 	req.priority = priority;
 	if (rl_algo_holds(req.algo))
 	{

@@ -158,6 +158,25 @@ FROM rl_check('h:3', 'token_bucket', 10, '1 minute', 5, 20, '2026-03-05 12:00:00
 SELECT rl_headers(r, 'huge', '2026-03-05 12:00:00+00')
 FROM rl_check('h:5', 'token_bucket', 9223372036854775807, '36525 days', 1,
 			  at => '2026-03-05 12:00:00+00') r;
+-- a quota trigger's calendar window follows the setting at each row too,
+-- though the trigger keeps its policy's part of the request (#9): under UTC
+-- the day of 2026-06-01 12:00 ends in 12 hours, under Tokyo's in 3
+INSERT INTO rl_policy (name, algo, "limit", per)
+VALUES ('daily_rows', 'fixed_window', 1, '1 day');
+CREATE TABLE cal_rows (tenant int);
+CREATE TRIGGER cal_rows_quota BEFORE INSERT ON cal_rows FOR EACH ROW
+EXECUTE FUNCTION rl_enforce('daily_rows', 'tenant');
+SET ratelimit.trigger_at = '2026-06-01 12:00:00+00';
+SET ratelimit.time_zone = 'UTC';
+INSERT INTO cal_rows VALUES (1);
+INSERT INTO cal_rows VALUES (1);
+SET ratelimit.time_zone = 'Asia/Tokyo';
+INSERT INTO cal_rows VALUES (2);
+INSERT INTO cal_rows VALUES (2);
+RESET ratelimit.time_zone;
+RESET ratelimit.trigger_at;
+DROP TABLE cal_rows;
+DELETE FROM rl_policy WHERE name = 'daily_rows';
 -- Bad input
 \set VERBOSITY sqlstate
 SELECT rl_allow('k', 'token_bucket', 1, '1 month');
