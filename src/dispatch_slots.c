@@ -83,7 +83,8 @@ rl_slots_local(const RlRequest *req)
 	if (rl_request_backend(req) != RL_BACKEND_LOCAL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("concurrency limits are kept in the shared-memory store only"),
+				 errmsg("the usage of a concurrency limit is read from the shared-memory store only"),
+				 errdetail("On Redis its slots are leases, which are not listed."),
 				 errhint("Set \"ratelimit.backend\" to \"local\" for these calls.")));
 }
 

@@ -179,4 +179,8 @@ SELECT rl_acquire('u:1', 'c_usage', 'session');
 SELECT key, used, "limit", remaining, period_start, period_end FROM rl_usage('c_usage');
 SELECT key, used, "limit", remaining FROM rl_usage('c_usage', 'u:1');
 SELECT rl_release('u:1', 'c_usage');
+-- on Redis the leases are not listed: rl_usage refuses (0A000)
+SET ratelimit.backend = 'redis';
+SELECT * FROM rl_usage('c_usage', 'u:1');
+RESET ratelimit.backend;
 DELETE FROM rl_policy WHERE name = 'c_usage';
