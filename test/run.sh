@@ -34,8 +34,24 @@ rl_install_packages \
 	$(has package && echo dpkg-dev debhelper postgresql-server-dev-all) \
 	$(has meta && echo unzip)
 rl_build_install
+# Servers a test left running (its process killed before it could stop
+# them: Redis servers, postmasters) are killed by their working folder,
+# which is under the work folder.
+stop_leftovers() {
+	local p cwd
+	for p in /proc/[0-9]*; do
+		cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+		cwd=${cwd% (deleted)}
+		case "$cwd" in
+		"$RL_WORK"/*)
+			[ "${p#/proc/}" != "$$" ] && kill -9 "${p#/proc/}" 2>/dev/null
+			;;
+		esac
+	done
+	return 0
+}
 # RL_KEEP=1 keeps the work folder (results, logs) for a look afterwards
-trap '[ -n "${RL_KEEP:-}" ] && echo "== kept $RL_WORK" || rm -rf "$RL_WORK"' EXIT
+trap 'stop_leftovers; [ -n "${RL_KEEP:-}" ] && echo "== kept $RL_WORK" || rm -rf "$RL_WORK"' EXIT
 
 # Each suite runs even when another failed; the closing line counts them.
 log="$RL_WORK/installcheck.log"
