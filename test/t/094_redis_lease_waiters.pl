@@ -26,18 +26,7 @@ use RlHarness;
 use RlRedis;
 
 my $redis = RlRedis->new;
-my $conf = qq{
-ratelimit.backend = redis
-ratelimit.redis_nodes = '${\ $redis->addr}'
-ratelimit.redis_namespace = 'shared'
-ratelimit.redis_lease_time = '2s'
-ratelimit.redis_command_timeout = 2000
-ratelimit.fail_mode = closed
-max_connections = 40
-};
-my $na = RlRedis::pg_node('wait_a', $conf);
-my $nb = RlRedis::pg_node('wait_b', $conf);
-$_->safe_psql('postgres', 'CREATE EXTENSION ratelimit') for ($na, $nb);
+my ($na, $nb) = RlRedis::pg_pair($redis, 'wait', '2s');
 
 my $lua = "$FindBin::RealBin/../../src/lua/lease.lua";
 

@@ -36,18 +36,7 @@ my $LEASE = 2;        # s
 my $MARGIN = 10;      # s, on top of the lease time, for a loaded machine
 
 my $redis = RlRedis->new;
-my $conf = qq{
-ratelimit.backend = redis
-ratelimit.redis_nodes = '${\ $redis->addr}'
-ratelimit.redis_namespace = 'shared'
-ratelimit.redis_lease_time = '${LEASE}s'
-ratelimit.redis_command_timeout = 2000
-ratelimit.fail_mode = closed
-max_connections = 40
-};
-my $na = RlRedis::pg_node('lease_a', $conf);
-my $nb = RlRedis::pg_node('lease_b', $conf);
-$_->safe_psql('postgres', 'CREATE EXTENSION ratelimit') for ($na, $nb);
+my ($na, $nb) = RlRedis::pg_pair($redis, 'lease', "${LEASE}s");
 
 # live leases of a key in Redis (expiry after Redis TIME)
 sub live

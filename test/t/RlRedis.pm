@@ -235,6 +235,28 @@ sub pg_node
 	return $node;
 }
 
+# Two started PostgreSQL nodes, "<prefix>_a" and "<prefix>_b", sharing one
+# limit through the Redis server $redis (the same namespace, fail_mode
+# closed, a command timeout of 2 s for a loaded machine), each with the
+# extension created in database postgres; $lease_time is
+# ratelimit.redis_lease_time.
+sub pg_pair
+{
+	my ($redis, $prefix, $lease_time) = @_;
+	my $conf = qq{
+ratelimit.backend = redis
+ratelimit.redis_nodes = '${\ $redis->addr}'
+ratelimit.redis_namespace = 'shared'
+ratelimit.redis_lease_time = '$lease_time'
+ratelimit.redis_command_timeout = 2000
+ratelimit.fail_mode = closed
+max_connections = 40
+};
+	my @nodes = map { pg_node("${prefix}_$_", $conf) } qw(a b);
+	$_->safe_psql('postgres', 'CREATE EXTENSION ratelimit') for @nodes;
+	return @nodes;
+}
+
 # Wait until every Redis refund queued by an abort has been sent or
 # dropped (rl_redis_info: queued = sent + dropped, when nothing else
 # refunded at once).  Sessions send their queued refunds at their next
