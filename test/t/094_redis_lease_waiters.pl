@@ -130,14 +130,23 @@ is($nb->safe_psql('postgres',
 	'max_wait passed: false');
 is(queued('dl'), '0', 'and its ticket is gone');
 
+# the pid of the node's other backend whose query is LIKE $pattern (an SQL
+# literal's contents), checked to be one
+sub backend_of
+{
+	my ($node, $pattern) = @_;
+	my $pid = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE query LIKE '$pattern' AND pid <> pg_backend_pid()");
+	like($pid, qr/^\d+$/, 'its backend is found');
+	return $pid;
+}
+
 # ---- a waiter cancelled leaves the queue ----
 my $cout = '';
 my $c = start_psql($nb,
 	"SELECT rl_acquire('dl', 1, max_wait => '60 s')", \$cout);
 ok(wait_queued('dl', 1), 'a waiter queues on b');
-my $cpid = $nb->safe_psql('postgres',
-	q{SELECT pid FROM pg_stat_activity WHERE query LIKE '%max_wait => ''60 s''%' AND pid <> pg_backend_pid()});
-like($cpid, qr/^\d+$/, 'its backend is found');
+my $cpid = backend_of($nb, q{%max_wait => ''60 s''%});
 $nb->safe_psql('postgres', "SELECT pg_cancel_backend($cpid)");
 $c->finish;
 is($cout, '', 'the cancelled waiter returned nothing');
@@ -173,9 +182,7 @@ my $kout = '';
 my $k = start_psql($na,
 	"SELECT rl_acquire('dead', 1, max_wait => '60 s')", \$kout);
 ok(wait_queued('dead', 1), 'a waiter on a queues');
-my $kpid = $na->safe_psql('postgres',
-	q{SELECT pid FROM pg_stat_activity WHERE query LIKE '%''dead'', 1, max_wait%' AND pid <> pg_backend_pid()});
-like($kpid, qr/^\d+$/, 'its backend is found');
+my $kpid = backend_of($na, q{%''dead'', 1, max_wait%});
 my $nout = '';
 my $n = start_psql($nb,
 	"SELECT rl_acquire('dead', 1, max_wait => '60 s'), "
