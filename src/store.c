@@ -324,6 +324,8 @@ rl_store_startup(void)
 		part->reclaimed = 0;
 		part->refused = 0;
 		part->durable = 0;
+		SpinLockInit(&part->fast_lock);
+		part->slow = 0;
 		for (j = 0; j < per_part; j++)
 		{
 			rl_entries[base + j].flags = 0;

@@ -33,15 +33,12 @@ rl_store_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 	for (a = 0; a < RL_NUM_ALGOS; a++)
 	{
 		RlSlot		slot;
-		LWLock	   *lock;
 		RlEntry    *e;
 
 		if (!all_algos && a != (int) algo)
 			continue;
 		slot = rl_store_slot(dbid, (RlAlgo) a, key, keylen);
-		lock = &rl_locks[slot.partno].lock;
-
-		LWLockAcquire(lock, LW_EXCLUSIVE);
+		rl_part_lock(slot.partno, LW_EXCLUSIVE);
 		e = rl_store_find(slot, dbid, (RlAlgo) a, key, keylen);
 		if (e != NULL)
 		{
@@ -49,7 +46,7 @@ rl_store_reset(Oid dbid, const char *key, int keylen, bool all_algos,
 			rl_store_remove(slot.partno, e);
 			dropped++;
 		}
-		LWLockRelease(lock);
+		rl_part_unlock(slot.partno);
 	}
 	return dropped;
 }
@@ -69,7 +66,7 @@ rl_store_reset_all(Oid dbid)
 		uint32		base = (uint32) partno * rl_store->per_part;
 		uint32		j;
 
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		rl_part_lock(partno, LW_EXCLUSIVE);
 		for (j = 0; j < rl_store->per_part; j++)
 		{
 			RlEntry    *e = &rl_entries[base + j];
@@ -82,7 +79,7 @@ rl_store_reset_all(Oid dbid)
 				dropped++;
 			}
 		}
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_unlock(partno);
 	}
 	return dropped;
 }
@@ -110,11 +107,11 @@ partition_databases(int partno, Oid *buf, Oid *dbs, int *n, int *cap)
 	int			i;
 	uint32		j;
 
-	LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+	rl_part_lock(partno, LW_SHARED);
 	for (j = 0; j < rl_store->per_part; j++)
 		if (rl_entries[base + j].flags & RL_ENTRY_USED)
 			buf[got++] = rl_entries[base + j].dbid;
-	LWLockRelease(&rl_locks[partno].lock);
+	rl_part_unlock(partno);
 
 	for (i = 0; i < got; i++)
 	{
@@ -163,7 +160,7 @@ rl_store_drop_gone(void)
 		uint32		base = (uint32) partno * rl_store->per_part;
 		uint32		j;
 
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		rl_part_lock(partno, LW_EXCLUSIVE);
 		for (j = 0; j < rl_store->per_part; j++)
 		{
 			RlEntry    *e = &rl_entries[base + j];
@@ -175,7 +172,7 @@ rl_store_drop_gone(void)
 				dropped++;
 			}
 		}
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_unlock(partno);
 	}
 	pfree(buf);
 	pfree(dbs);
@@ -223,12 +220,12 @@ rl_store_figures(RlInfoItem *items)
 	{
 		RlPartitionData *part = &rl_store->parts[partno].d;
 
-		LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+		rl_part_lock(partno, LW_SHARED);
 		used += part->used;
 		reclaimed += part->reclaimed;
 		refused += part->refused;
 		durable += part->durable;
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_unlock(partno);
 	}
 	SpinLockAcquire(&rl_store->durable_lock);
 	ready = rl_store->durable_armed && !rl_store->durable_stopping;
@@ -346,7 +343,7 @@ rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img)
 		RlEntry    *e = &rl_entries[idx];
 		bool		found = false;
 
-		LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+		rl_part_lock(partno, LW_SHARED);
 		if ((e->flags & RL_ENTRY_USED) &&
 			(dbid == InvalidOid || e->dbid == dbid))
 		{
@@ -360,7 +357,7 @@ rl_store_scan(Oid dbid, uint64 *cursor, RlKeyImage *img)
 				rl_store_held_since(e) : RL_NO_TIME;
 			found = true;
 		}
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_unlock(partno);
 		if (found)
 			return true;
 		CHECK_FOR_INTERRUPTS();

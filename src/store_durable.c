@@ -315,7 +315,7 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 
 	for (tries = 0;; tries++)
 	{
-		LWLockAcquire(&rl_locks[slot.partno].lock, LW_EXCLUSIVE);
+		rl_part_lock(slot.partno, LW_EXCLUSIVE);
 		e = rl_store_find(slot, rec->dbid, (RlAlgo) rec->algo, key,
 						  rec->keylen);
 		if (e == NULL)
@@ -342,7 +342,7 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 			if (redo)
 				e->flags |= RL_ENTRY_SEEN;
 		}
-		LWLockRelease(&rl_locks[slot.partno].lock);
+		rl_part_unlock(slot.partno);
 
 		/*
 		 * The pool full (of a standby's own ordinary logs and long keys,
@@ -444,7 +444,7 @@ rl_durable_file_write(uint64 end, const char *why)
 				int			grow = 0;
 
 				if (IsUnderPostmaster)
-					LWLockAcquire(&rl_locks[partno].lock, LW_SHARED);
+					rl_part_lock(partno, LW_SHARED);
 				for (; j < hi; j++)
 				{
 					RlEntry    *e = &rl_entries[base + j];
@@ -470,7 +470,7 @@ rl_durable_file_write(uint64 end, const char *why)
 					hdr.count++;
 				}
 				if (IsUnderPostmaster)
-					LWLockRelease(&rl_locks[partno].lock);
+					rl_part_unlock(partno);
 				if (j < hi)
 				{
 					rl_durable_image_grow(grow);

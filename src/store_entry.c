@@ -428,7 +428,7 @@ rl_store_free_blocks(uint32 n)
 
 		if (pool_free_count() >= n)
 			return true;
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		rl_part_lock(partno, LW_EXCLUSIVE);
 		for (j = 0; j < rl_store->per_part && pool_free_count() < n; j++)
 		{
 			RlEntry    *e = &rl_entries[base + j];
@@ -440,7 +440,7 @@ rl_store_free_blocks(uint32 n)
 				rl_store->parts[partno].d.reclaimed++;
 			}
 		}
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_unlock(partno);
 	}
 	return pool_free_count() >= n;
 }

@@ -79,6 +79,8 @@ typedef struct RlPartitionData
 	uint64		reclaimed;
 	uint64		refused;
 	uint32		durable;		/* entries of durable keys */
+	slock_t		fast_lock;		/* a decision's fast path, and the mark: */
+	uint32		slow;			/* holders of the LWLock (rl_part_lock) */
 } RlPartitionData;
 
 /* one cache line each: partitions are written under different locks */
@@ -211,7 +213,6 @@ typedef struct RlCall
 								 * ordinary keys evicted for room */
 	bool		for_durable;	/* for a durable key: it may take the room
 								 * kept for them (ratelimit.durable_reserve) */
-	uint64		held[RL_MAX_PARTITIONS / 64];
 	int			ndurable;		/* durable entries the call changed (the
 								 * arrays are not zeroed) */
 	uint32		durable[RL_MAX_MULTI];	/* ... their indexes */
@@ -229,6 +230,35 @@ static inline LWLock *
 owner_lock(void)
 {
 	return &rl_locks[rl_store->nparts].lock;
+}
+
+/*
+ * Take partition partno's LWLock in mode, for anything but a decision's
+ * fast path (store_engine.c), marking it held: a fast path, which takes
+ * only the partition's spinlock, finds the mark under it and steps aside
+ * to the LWLock.  Every holder of a partition's LWLock takes it here.
+ */
+static inline void
+rl_part_lock(int partno, LWLockMode mode)
+{
+	RlPartitionData *part = &rl_store->parts[partno].d;
+
+	LWLockAcquire(&rl_locks[partno].lock, mode);
+	SpinLockAcquire(&part->fast_lock);
+	part->slow++;
+	SpinLockRelease(&part->fast_lock);
+}
+
+/* Release what rl_part_lock took. */
+static inline void
+rl_part_unlock(int partno)
+{
+	RlPartitionData *part = &rl_store->parts[partno].d;
+
+	SpinLockAcquire(&part->fast_lock);
+	part->slow--;
+	SpinLockRelease(&part->fast_lock);
+	LWLockRelease(&rl_locks[partno].lock);
 }
 
 static inline uint32

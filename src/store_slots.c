@@ -293,7 +293,6 @@ rl_store_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
 									 req->keylen);
 	RlSlotWaiter *me = my_waiter();
-	LWLock	   *lock = &rl_locks[slot.partno].lock;
 	RlSlotResult result;
 	RlCall		call;
 
@@ -301,15 +300,14 @@ rl_store_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 	receipt->engine = RL_ENGINE_NONE;
 	rl_store_call_init(&call, op <= RL_SLOT_QUEUE ?
 					   rl_owner_current(req->dbid) : 0);
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	call.held[slot.partno / 64] |= (uint64) 1 << (slot.partno % 64);
+	rl_part_lock(slot.partno, LW_EXCLUSIVE);
 	call.partno = slot.partno;
 	if (op <= RL_SLOT_QUEUE)
 		result = slot_take(req, slot, now, op == RL_SLOT_QUEUE, me, &call,
 						   receipt);
 	else
 		result = slot_poll(req, now, me, op == RL_SLOT_LEAVE, receipt);
-	LWLockRelease(lock);
+	rl_part_unlock(slot.partno);
 	return result;
 }
 
@@ -326,12 +324,11 @@ rl_store_release(const RlRequest *req, const RlReceipt *receipt)
 {
 	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
 									 req->keylen);
-	LWLock	   *lock = &rl_locks[slot.partno].lock;
 	RlSlotWaiter *me = &rl_waiters[rl_my_procno()];
 	RlEntry    *e;
 	int			i;
 
-	LWLockAcquire(lock, LW_EXCLUSIVE);
+	rl_part_lock(slot.partno, LW_EXCLUSIVE);
 	for (i = 0; i < RL_HOLDS_SHOWN; i++)
 		if (me->holds[i].entry != RL_NIL &&
 			me->holds[i].incarnation == receipt->incarnation &&
@@ -348,7 +345,7 @@ rl_store_release(const RlRequest *req, const RlReceipt *receipt)
 		queue_serve(e);
 		entry_settle(e);
 	}
-	LWLockRelease(lock);
+	rl_part_unlock(slot.partno);
 }
 
 /*

@@ -61,7 +61,7 @@ sweep(XLogRecPtr redo)
 			{
 				/* a log longer than the image buffer: grown unlocked */
 				rl_durable_image_grow(grow);
-				LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+				rl_part_lock(partno, LW_EXCLUSIVE);
 				for (; j < hi; j++)
 				{
 					RlEntry    *e = &rl_entries[base + j];
@@ -73,7 +73,7 @@ sweep(XLogRecPtr redo)
 					(void) rl_durable_image_log(e);
 					n++;
 				}
-				LWLockRelease(&rl_locks[partno].lock);
+				rl_part_unlock(partno);
 			}
 		}
 		CHECK_FOR_INTERRUPTS();
@@ -177,8 +177,8 @@ sweeper_stop(void)
 	SpinLockRelease(&rl_store->durable_lock);
 	for (partno = 0; partno < rl_store->nparts; partno++)
 	{
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_lock(partno, LW_EXCLUSIVE);
+		rl_part_unlock(partno);
 	}
 	/*
 	 * Where WAL ends: the insert position, less the page header it stands

@@ -179,12 +179,12 @@ touched_image(const RlTouched *t)
 	{
 		/* a log longer than the image buffer: grown with no lock held */
 		rl_durable_image_grow(grow);
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		rl_part_lock(partno, LW_EXCLUSIVE);
 		grow = 0;
 		if ((e->flags & RL_ENTRY_USED) && e->incarnation == t->incarnation &&
 			(grow = rl_durable_image_short(e)) == 0)
 			end = image_log_if_allowed(e);
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_unlock(partno);
 	} while (grow > 0);
 	return end;
 }
@@ -361,11 +361,11 @@ drop_apply(const RlWalDrop *rec, const char *key)
 									 rec->keylen);
 	RlEntry    *e;
 
-	LWLockAcquire(&rl_locks[slot.partno].lock, LW_EXCLUSIVE);
+	rl_part_lock(slot.partno, LW_EXCLUSIVE);
 	e = rl_store_find(slot, rec->dbid, (RlAlgo) rec->algo, key, rec->keylen);
 	if (e != NULL)
 		rl_store_remove(slot.partno, e);
-	LWLockRelease(&rl_locks[slot.partno].lock);
+	rl_part_unlock(slot.partno);
 }
 
 /*
@@ -384,7 +384,7 @@ swept_apply(void)
 		uint32		base = (uint32) partno * rl_store->per_part;
 		uint32		j;
 
-		LWLockAcquire(&rl_locks[partno].lock, LW_EXCLUSIVE);
+		rl_part_lock(partno, LW_EXCLUSIVE);
 		for (j = 0; j < rl_store->per_part; j++)
 		{
 			RlEntry    *e = &rl_entries[base + j];
@@ -395,7 +395,7 @@ swept_apply(void)
 			else
 				e->flags &= ~RL_ENTRY_SEEN;
 		}
-		LWLockRelease(&rl_locks[partno].lock);
+		rl_part_unlock(partno);
 	}
 }
 
