@@ -37,12 +37,17 @@ extern void rl_algo_check_use(RlAlgo algo, bool slots, const char *policy);
 extern void rl_params_check(RlAlgo algo, RlParams *p, bool burst_given);
 
 /*
- * Check a non-null key argument and point at its bytes.  Inline: every
- * direct call checks its key (#9).
+ * Check a non-null key argument (a text datum) and point at its bytes,
+ * detoasted if it must be.  Inline, with the test of
+ * pg_detoast_datum_packed: every direct call checks its key (#9).
  */
 static inline void
-rl_arg_key(text *key, const char **bytes, int *len)
+rl_arg_key(Datum datum, const char **bytes, int *len)
 {
+	text	   *key = (text *) DatumGetPointer(datum);
+
+	if (unlikely(VARATT_IS_EXTERNAL(key) || VARATT_IS_COMPRESSED(key)))
+		key = pg_detoast_datum_packed(key);
 	*bytes = VARDATA_ANY(key);
 	*len = VARSIZE_ANY_EXHDR(key);
 	if (unlikely(*len > RL_MAX_KEY_LEN))

@@ -80,7 +80,7 @@ reset_key(FunctionCallInfo fcinfo, bool has_policy)
 	{
 		rl_request_init(&req);
 		req.dbid = MyDatabaseId;
-		rl_arg_key(PG_GETARG_TEXT_PP(0), &req.key, &req.keylen);
+		rl_arg_key(PG_GETARG_DATUM(0), &req.key, &req.keylen);
 		all_algos = PG_ARGISNULL(1);
 		if (!all_algos)
 			req.algo = rl_arg_algo(PG_GETARG_TEXT_PP(1), true);

@@ -31,7 +31,7 @@ slot_request(FunctionCallInfo fcinfo, RlRequest *req)
 	rl_require_store();
 	rl_arg_not_null(fcinfo, 0, "key");
 	rl_request_init(req);
-	rl_arg_key(PG_GETARG_TEXT_PP(0), &req->key, &req->keylen);
+	rl_arg_key(PG_GETARG_DATUM(0), &req->key, &req->keylen);
 	req->algo = RL_CONCURRENCY;
 	req->dbid = MyDatabaseId;
 	req->params.limit = 1;

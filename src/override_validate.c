@@ -84,7 +84,7 @@ rl_override_validate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"policy\" and \"key\" of an override must not be null")));
-	rl_arg_key(DatumGetTextPP(key), &bytes, &len);
+	rl_arg_key(key, &bytes, &len);
 
 	initStringInfo(&query);
 	appendStringInfo(&query, "SELECT * FROM %s.rl_policy WHERE name = $1",

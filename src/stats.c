@@ -70,28 +70,12 @@
 /* a backend forgets the identities it met beyond this many */
 #define RL_STATS_CACHE_MAX	(4 * RL_STATS_SLOTS)
 
-typedef struct RlStatsKey
-{
-	Oid			dbid;
-	int32		algo;
-	char		policy[NAMEDATALEN];	/* "" for direct calls */
-} RlStatsKey;
-
 typedef enum RlSlotState
 {
 	RL_SLOT_EMPTY = 0,			/* not held since the last reset: ends probes */
 	RL_SLOT_LIVE,				/* holds an identity */
 	RL_SLOT_FREED				/* freed since: may be taken, probes go on */
 } RlSlotState;
-
-typedef struct RlStatsSlot
-{
-	RlStatsKey	key;
-	int			state;			/* RlSlotState */
-	bool		gone;			/* its database saw its policy gone */
-	pg_atomic_uint32 generation;	/* bumped when freed */
-	pg_atomic_uint64 counters[RL_NSTATS];
-} RlStatsSlot;
 
 typedef struct RlStatsShared
 {
@@ -108,6 +92,7 @@ typedef struct RlStatsCacheEntry
 } RlStatsCacheEntry;
 
 static RlStatsShared *rl_stats = NULL;
+RlStatsSlot *rl_stats_slots = NULL;
 static LWLock *rl_stats_lock;
 static HTAB *slot_cache = NULL;
 
@@ -149,6 +134,7 @@ rl_stats_startup(void)
 
 	rl_stats = ShmemInitStruct("ratelimit stats", sizeof(RlStatsShared),
 							   &found);
+	rl_stats_slots = rl_stats->slots;
 	rl_stats_lock = &GetNamedLWLockTranche(RL_STATS_TRANCHE)[0].lock;
 	if (found)
 		return;
@@ -502,29 +488,9 @@ static pg_attribute_always_inline void
 count_in(RlStatsHandle *handle, const RlRequest *req, const RlOutcome *out,
 		 bool failed, bool shadowed)
 {
-	RlStatsSlot *slot;
-	int64		capacity;
-
 	if (unlikely(!handle_current(handle)))
 		handle_claim(handle, req);
-	slot = &rl_stats->slots[handle->slot];
-
-	if (failed)
-		pg_atomic_fetch_add_u64(&slot->counters[out->allowed ? RL_STAT_FAILED_OPEN :
-												 RL_STAT_FAILED_CLOSED], 1);
-	if (shadowed)
-		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_SHADOW_DENIED], 1);
-	if (!out->allowed)
-	{
-		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_DENIED], 1);
-		if (unlikely(out->shed))
-			pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_SHED], 1);
-		return;
-	}
-	pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_ALLOWED], 1);
-	capacity = rl_algo_capacity(req->algo, &req->params);
-	if ((double) out->remaining <= 0.2 * (double) capacity)
-		pg_atomic_fetch_add_u64(&slot->counters[RL_STAT_NEAR_LIMIT], 1);
+	rl_stats_add(&rl_stats->slots[handle->slot], req, out, failed, shadowed);
 }
 
 /*
@@ -578,15 +544,16 @@ count_by_identity(const RlRequest *req, const RlOutcome *out, bool failed,
 }
 
 /*
- * Count one decision of a request: in the slot of the handle the request
- * carries (a policy's, found once), else with the handle this backend keeps
- * for the request's identity: for a direct call of this database, one per
+ * Count one decision of a request (rl_stats_count's case that is not
+ * inline): in the slot of the handle the request carries (a policy's or a
+ * call site's, found once), else with the handle this backend keeps for
+ * the request's identity: for a direct call of this database, one per
  * algorithm; for anything else, count_by_identity's.  The first two cost
- * no hash and no frame but this one's (#9).
+ * no hash.
  */
 void
-rl_stats_count(const RlRequest *req, const RlOutcome *out, bool failed,
-			   bool shadowed)
+rl_stats_count_any(const RlRequest *req, const RlOutcome *out, bool failed,
+				   bool shadowed)
 {
 	static RlStatsHandle direct[RL_NUM_ALGOS];
 	static bool direct_ready = false;

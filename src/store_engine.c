@@ -373,6 +373,17 @@ decide_fast(const RlRequest *req, RlSlot slot, int64 now, RlOutcome *out,
 	return true;
 }
 
+/* store_decide's case that decide_fast does not take, under the LWLock. */
+static pg_noinline RlStatus
+decide_slow(const RlRequest *req, RlSlot slot, int64 now, RlOutcome *out,
+			RlReceipt *receipt)
+{
+	RlCall		call;
+
+	rl_store_call_init(&call, rl_owner_current(req->dbid));
+	return decide_unlocked(req, slot, now, &call, out, receipt, false);
+}
+
 /*
  * engine decide: one request against the shared-memory state.  "now" is
  * the real clock, read by the caller before any lock: it is the call's
@@ -385,12 +396,10 @@ store_decide(const RlRequest *req, int64 now, RlOutcome *out,
 {
 	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
 									 req->keylen);
-	RlCall		call;
 
 	if (likely(decide_fast(req, slot, now, out, receipt)))
 		return RL_OK;
-	rl_store_call_init(&call, rl_owner_current(req->dbid));
-	return decide_unlocked(req, slot, now, &call, out, receipt, false);
+	return decide_slow(req, slot, now, out, receipt);
 }
 
 /*
