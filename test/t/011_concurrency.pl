@@ -1,7 +1,10 @@
 # Concurrency: many sessions hammering one key never admit more than the
 # limit.  pgbench runs 8 clients that each try 150 times to take one unit of
 # a limit of 500 per day and record every admission in a table; the count of
-# admissions is then exact.
+# admissions is then exact.  Then decisions on existing keys, which take a
+# partition's spinlock only (#9), run against calls that hold the
+# partition's LWLock (new keys, logs, resets, listings, adjustments) on the
+# same partitions: every key still admits exactly its limit.
 
 use strict;
 use warnings;
@@ -86,6 +89,62 @@ for my $algo (@ALGOS)
 		cmp_ok($n, '<=', $max, "$algo, real clock: at most $max admitted");
 	}
 }
+
+# Fast and slow paths together.  16 hot keys (a fixed window and a token
+# bucket each, at a fixed time) decided by 3 of 4 transactions; the 4th
+# creates, charges, lists and resets keys of its own (sliding logs too)
+# under the LWLocks of the same partitions, 128 partitions being covered
+# by its 2,000 keys.
+$node->safe_psql('postgres', 'CREATE TABLE mixed (algo text, k int)');
+my $HOT = 16;
+my $MIXED_LIMIT = 40;
+my $fast = "$dir/mixed_fast.sql";
+PostgreSQL::Test::Utils::append_to_file(
+	$fast, qq{\\set k random(1, $HOT)
+INSERT INTO mixed SELECT 'fixed_window', :k WHERE rl_allow('mix:' || :k, 'fixed_window', $MIXED_LIMIT, '1 day', at => $at);
+INSERT INTO mixed SELECT 'token_bucket', :k WHERE rl_allow('mix:' || :k, 'token_bucket', $MIXED_LIMIT, '1 day', at => $at);
+SELECT count(*) FROM generate_series(1, 200) i WHERE rl_allow('mix:one', 'fixed_window', 1000000, '1 day', at => $at) AND rl_allow('mix:one', 'token_bucket', 1000000, '1 day', at => $at);
+});
+my $slow = "$dir/mixed_slow.sql";
+PostgreSQL::Test::Utils::append_to_file(
+	$slow, qq{\\set j random(1, 2000)
+SELECT rl_allow('slow:' || :j, 'sliding_window_log', 3, '1 hour');
+SELECT rl_allow('slow:' || :j, 'fixed_window', 3, '1 hour', cost => 2);
+SELECT count(*) FROM rl_keys() WHERE key LIKE 'slow:%';
+SELECT rl_reset('slow:' || (:j % 7));
+});
+$node->command_ok(
+	[
+		'pgbench', '-n', '-c', $CLIENTS, '-j', 2, '-t', 400,
+		'-f', "$fast\@3", '-f', "$slow\@1", 'postgres'
+	],
+	'pgbench: decisions on hot keys beside calls holding the LWLocks');
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM (SELECT algo, k, count(*) AS n FROM mixed "
+		  . "GROUP BY 1, 2) s WHERE n = $MIXED_LIMIT"),
+	2 * $HOT,
+	"every hot key of both algorithms admitted exactly $MIXED_LIMIT");
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM generate_series(1, $HOT) k, "
+		  . "unnest(ARRAY['fixed_window', 'token_bucket']) a, "
+		  . "LATERAL rl_check('mix:' || k, a, $MIXED_LIMIT, '1 day', "
+		  . "cost => 0, at => $at) r WHERE r.remaining = 0"),
+	2 * $HOT,
+	'nothing remains of any hot key');
+# 3 transactions of 4 decide 200 times on one key with both algorithms,
+# back to back from every client: no decision is lost
+my $one = $node->safe_psql(
+	'postgres',
+	"SELECT string_agg(r.remaining::text, ' ' ORDER BY a) "
+	  . "FROM unnest(ARRAY['fixed_window', 'token_bucket']) a, "
+	  . "LATERAL rl_check('mix:one', a, 1000000, '1 day', cost => 0, "
+	  . "at => $at) r");
+my ($fw, $tb) = split / /, $one;
+is($fw, $tb, 'one key decided back to back: both algorithms counted the same');
+is((1000000 - $fw) % 200, 0, 'one key decided back to back: whole statements of 200 counted');
+cmp_ok(1000000 - $fw, '>=', 200 * 100, 'one key decided back to back: many statements ran');
 
 $node->stop;
 done_testing();
