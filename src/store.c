@@ -45,8 +45,14 @@
  *
  * Locking contract:
  *	- Every access to a partition's buckets, entries and counters holds that
- *	  partition's LWLock; exclusively to change anything (every decision
- *	  changes its entry), shared to read.
+ *	  partition's LWLock, taken by rl_part_lock (which raises the
+ *	  partition's mark); exclusively to change anything, shared to read.
+ *	- But a decision's fast path (store_engine.c): a decision on an
+ *	  existing, non-durable entry whose state is a window or a bucket is
+ *	  made under the partition's spinlock alone when the mark is down (no
+ *	  LWLock holder); it walks the chain, runs the algorithm's arithmetic
+ *	  and writes the entry's state and times, nothing else.  The mark is
+ *	  raised under the same spinlock before a holder touches anything.
  *	- A call holds one partition lock, or (rl_allow_all) several, taken in
  *	  ascending order, so that two calls cannot deadlock.
  *	- The pool's free list and counters are protected by the pool spinlock,
