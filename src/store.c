@@ -92,6 +92,7 @@
 
 #include <limits.h>
 
+#include "access/xact.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -114,6 +115,8 @@ RlStoreHeader *rl_store = NULL;
 LWLockPadded *rl_locks;
 RlOwner    *rl_owner_slots;
 RlEntry    *rl_entries;
+uint8		rl_part_marks[RL_MAX_PARTITIONS];
+bool		rl_part_marks_armed = false;
 uint32	   *rl_buckets;
 RlBlock    *rl_blocks;
 uint32	   *rl_block_next;
@@ -230,6 +233,66 @@ rl_store_request(void)
 {
 	RequestAddinShmemSpace(store_size());
 	RequestNamedLWLockTranche(RL_TRANCHE, layout_partitions() + 1);
+}
+
+/*
+ * Lower the marks this backend raised and did not lower (rl_part_lock):
+ * its partition LWLocks are gone (an abort releases them all), so its
+ * marks would only keep those partitions' decisions on the LWLock's path.
+ * Nothing under a partition lock raises; this covers an error that would.
+ */
+static void
+part_marks_lower(void)
+{
+	int			i;
+
+	if (rl_store == NULL)
+		return;
+	for (i = 0; i < rl_store->nparts; i++)
+		if (rl_part_marks[i] > 0)
+		{
+			RlPartitionData *part = &rl_store->parts[i].d;
+
+			SpinLockAcquire(&part->fast_lock);
+			part->slow -= rl_part_marks[i];
+			SpinLockRelease(&part->fast_lock);
+			rl_part_marks[i] = 0;
+		}
+}
+
+static void
+part_marks_xact(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		part_marks_lower();
+}
+
+static void
+part_marks_subxact(SubXactEvent event, SubTransactionId mySubid,
+				   SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		part_marks_lower();
+}
+
+static void
+part_marks_exit(int code, Datum arg)
+{
+	part_marks_lower();
+}
+
+/*
+ * Arm the lowering of this backend's marks, at its first partition lock:
+ * at a (sub)transaction's abort, which has released every LWLock, and at
+ * exit.
+ */
+void
+rl_part_marks_arm(void)
+{
+	rl_part_marks_armed = true;
+	RegisterXactCallback(part_marks_xact, NULL);
+	RegisterSubXactCallback(part_marks_subxact, NULL);
+	before_shmem_exit(part_marks_exit, (Datum) 0);
 }
 
 /*

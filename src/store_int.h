@@ -232,21 +232,30 @@ owner_lock(void)
 	return &rl_locks[rl_store->nparts].lock;
 }
 
+/* the marks this backend raised and has not lowered (store.c) */
+extern rl_hidden uint8 rl_part_marks[RL_MAX_PARTITIONS];
+extern rl_hidden bool rl_part_marks_armed;
+extern void rl_part_marks_arm(void);
+
 /*
  * Take partition partno's LWLock in mode, for anything but a decision's
  * fast path (store_engine.c), marking it held: a fast path, which takes
  * only the partition's spinlock, finds the mark under it and steps aside
  * to the LWLock.  Every holder of a partition's LWLock takes it here.
+ * The backend notes its mark, for an abort to lower (rl_part_marks_arm).
  */
 static inline void
 rl_part_lock(int partno, LWLockMode mode)
 {
 	RlPartitionData *part = &rl_store->parts[partno].d;
 
+	if (unlikely(!rl_part_marks_armed))
+		rl_part_marks_arm();
 	LWLockAcquire(&rl_locks[partno].lock, mode);
 	SpinLockAcquire(&part->fast_lock);
 	part->slow++;
 	SpinLockRelease(&part->fast_lock);
+	rl_part_marks[partno]++;
 }
 
 /* Release what rl_part_lock took. */
@@ -255,6 +264,7 @@ rl_part_unlock(int partno)
 {
 	RlPartitionData *part = &rl_store->parts[partno].d;
 
+	rl_part_marks[partno]--;
 	SpinLockAcquire(&part->fast_lock);
 	part->slow--;
 	SpinLockRelease(&part->fast_lock);
