@@ -62,6 +62,13 @@ typedef enum RlAlgo
 #define RL_MAX_ABS_TIME		((int64) 1 << 60)
 #define RL_MAX_PER			(INT64CONST(36525) * USECS_PER_DAY)
 
+/* A time a call could have used ("at" and the clock share the range). */
+static inline bool
+rl_time_ok(int64 t)
+{
+	return t >= -RL_MAX_ABS_TIME && t <= RL_MAX_ABS_TIME;
+}
+
 /*
  * A calendar period (fixed_window only, docs/algorithms.md): windows of
  * whole local days (weeks: multiples of 7, from a Monday) or of calendar

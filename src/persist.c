@@ -485,13 +485,6 @@ check_file(RlReader *r, uint64 size, RlPersistHeader *header)
 	return NULL;
 }
 
-/* A time a call could have used ("at" and the clock share the range). */
-static inline bool
-time_ok(int64 t)
-{
-	return t >= -RL_MAX_ABS_TIME && t <= RL_MAX_ABS_TIME;
-}
-
 /*
  * Why an entry of the file cannot be restored as it is (a reason from
  * SKIP_ALGO on), or SKIP_NREASONS if it is sound: every value within what
@@ -514,7 +507,7 @@ entry_problem(const RlPersistEntry *pe, RlStateImage *img, int64 now)
 		(OidIsValid(pe->owner_dbid) || OidIsValid(pe->owner_roleid)))
 		return SKIP_OWNER;
 
-	if (!time_ok(pe->last) || pe->idle_at < -RL_MAX_ABS_TIME)
+	if (!rl_time_ok(pe->last) || pe->idle_at < -RL_MAX_ABS_TIME)
 		return SKIP_TIME;
 	if (pe->last > now + RL_PERSIST_FUTURE)
 		return SKIP_FUTURE;

@@ -273,13 +273,60 @@ image_owner(Oid dbid, Oid roleid)
 }
 
 /*
+ * Is an image one a call could have made: an algorithm, format and key
+ * length of this build, times within range, and a state its algorithm
+ * accepts (the table's image_valid, as for the state file, with a log's
+ * entries, aligned in entries)?  The algorithm may lower the idle time,
+ * in *idle_at.
+ */
+static bool
+image_sound(const RlWalImage *rec, const RlLogEntry *entries,
+			int64 *idle_at)
+{
+	RlStateImage img;
+
+	if (rec->algo >= RL_NUM_ALGOS || rec->format > RL_WAL_FORMAT ||
+		rec->keylen == 0 || rec->keylen > RL_MAX_STORED_KEY ||
+		!rl_time_ok(rec->last) || rec->idle_at < -RL_MAX_ABS_TIME)
+		return false;
+	img.state = rec->st;
+	img.last = rec->last;
+	img.idle_at = rec->idle_at;
+	img.nlog = (int) rl_durable_image_nlog(rec);
+	img.log = entries;
+	if (!rl_algo((RlAlgo) rec->algo)->image_valid(&img))
+		return false;
+	*idle_at = img.idle_at;
+	return true;
+}
+
+/*
+ * A log's entries of an image (log, unaligned), aligned in memory of the
+ * caller's context; NULL when it has none.
+ */
+static RlLogEntry *
+image_entries(const RlWalImage *rec, const char *log)
+{
+	uint32		nlog = rl_durable_image_nlog(rec);
+	RlLogEntry *entries;
+
+	if (nlog == 0)
+		return NULL;
+	entries = palloc_extended(nlog * sizeof(RlLogEntry), MCXT_ALLOC_HUGE);
+	memcpy(entries, log, nlog * sizeof(RlLogEntry));
+	return entries;
+}
+
+/*
  * Put a durable key's image in the store (redo, the durable file): the
  * entry is created if need be (by reclaiming idle ordinary keys), its
  * state overwritten; a log's entries (log, unaligned) are put back in
  * blocks of the pool.  redo: an image replayed, marked as seen since the
- * last sweep's end (store_wal.c's swept_apply).
+ * last sweep's end (store_wal.c's swept_apply).  An image no call could
+ * have made (image_sound: a record of another build) is not applied: the
+ * caller is told, and the key keeps what it had.
  */
-void
+bool
 rl_durable_image_apply(const RlWalImage *rec, const char *key,
 					   const char *log, bool redo)
 {
@@ -287,19 +334,21 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 									 rec->keylen);
 	RlPartitionData *part = &rl_store->parts[slot.partno].d;
 	uint32		nlog = rl_durable_image_nlog(rec);
-	RlLogEntry *entries = NULL;
+	RlLogEntry *entries;
+	int64		idle_at;
 	RlRequest	req;
 	RlCall		call;
 	RlEntry    *e;
 	bool		room = true;
 	int			tries;
 
-	/* the log's entries aligned, and the owner: before the lock */
-	if (nlog > 0)
+	/* the log's entries aligned, checked, and the owner: before the lock */
+	entries = image_entries(rec, log);
+	if (!image_sound(rec, entries, &idle_at))
 	{
-		entries = palloc_extended(nlog * sizeof(RlLogEntry),
-								  MCXT_ALLOC_HUGE);
-		memcpy(entries, log, nlog * sizeof(RlLogEntry));
+		if (entries != NULL)
+			pfree(entries);
+		return false;
 	}
 	rl_request_init(&req);
 	req.dbid = rec->dbid;
@@ -328,7 +377,7 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 				part->durable++;
 			}
 			e->last = rec->last;
-			e->idle_at = rec->idle_at;
+			e->idle_at = idle_at;
 			if (rl_algo(rec->algo)->state == RL_STATE_LOG)
 			{
 				RlChain		chain = store_chain();
@@ -364,6 +413,7 @@ rl_durable_image_apply(const RlWalImage *rec, const char *key,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("no room in the ratelimit store for a durable key"),
 				 errhint("Raise ratelimit.max_keys and ratelimit.pool_size to at least their values on the primary.")));
+	return true;
 }
 
 /* ---- the durable file ---- */
@@ -539,14 +589,20 @@ durable_file_ignored(const char *why)
 }
 
 /*
- * Is an image of the file one a call could have made?  (The file is checked
- * whole by its CRC; this guards against a file of another build.)
+ * Is an image of the file, at p, one a call could have made (image_sound)?
+ * The file is checked whole by its CRC; this guards against a file of
+ * another build.  Its size was checked.
  */
 static bool
-image_sane(const RlWalImage *rec)
+file_image_sound(const RlWalImage *rec, const char *p)
 {
-	return rec->algo < RL_NUM_ALGOS && rec->format <= RL_WAL_FORMAT &&
-		rec->keylen > 0 && rec->keylen <= RL_MAX_STORED_KEY;
+	RlLogEntry *entries = image_entries(rec, p + sizeof(*rec) + rec->keylen);
+	int64		idle_at;
+	bool		sound = image_sound(rec, entries, &idle_at);
+
+	if (entries != NULL)
+		pfree(entries);
+	return sound;
 }
 
 /* An image's size in the file: its body, its key and a log's entries. */
@@ -634,9 +690,15 @@ durable_file_load(void)
 		if (p + sizeof(rec) > data + size - sizeof(crc))
 			break;
 		memcpy(&rec, p, sizeof(rec));
-		if (!image_sane(&rec) ||
+		if (rec.keylen > RL_MAX_STORED_KEY ||
 			image_size(&rec) > (Size) (data + size - sizeof(crc) - p))
 			break;
+		if (!file_image_sound(&rec, p))
+		{
+			pfree(data);
+			durable_file_ignored("An image holds a state, times or an algorithm no call could have made.");
+			return;
+		}
 		p += image_size(&rec);
 	}
 	if (i != hdr.count || p != data + size - sizeof(crc))
@@ -651,8 +713,8 @@ durable_file_load(void)
 		RlWalImage	rec;
 
 		memcpy(&rec, p, sizeof(rec));
-		rl_durable_image_apply(&rec, p + sizeof(rec),
-							   p + sizeof(rec) + rec.keylen, false);
+		(void) rl_durable_image_apply(&rec, p + sizeof(rec),
+									  p + sizeof(rec) + rec.keylen, false);
 		p += image_size(&rec);
 	}
 	pfree(data);

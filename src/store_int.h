@@ -504,7 +504,7 @@ extern void rl_durable_image_grow(int nlog);
 extern uint64 rl_durable_image_log(RlEntry *e);
 extern uint64 rl_durable_drop_log(RlEntry *e);
 extern uint32 rl_durable_image_nlog(const RlWalImage *rec);
-extern void rl_durable_image_apply(const RlWalImage *rec, const char *key,
+extern bool rl_durable_image_apply(const RlWalImage *rec, const char *key,
 								   const char *log, bool redo);
 extern void rl_durable_file_write(uint64 end, const char *why);
 struct StringInfoData;

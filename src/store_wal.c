@@ -441,7 +441,12 @@ rl_wal_redo(XLogReaderState *record)
 				key = record_key(record, sizeof(rec), rec.keylen,
 								 (Size) rl_durable_image_nlog(&rec) *
 								 sizeof(RlLogEntry), rec.format);
-				rl_durable_image_apply(&rec, key, key + rec.keylen, true);
+				if (!rl_durable_image_apply(&rec, key, key + rec.keylen, true))
+					ereport(WARNING,
+							(errcode(ERRCODE_DATA_CORRUPTED),
+							 errmsg("ratelimit: the durable key image at %X/%X is not one a call could have made",
+									LSN_FORMAT_ARGS(record->ReadRecPtr)),
+							 errdetail("Its state, times or algorithm are out of range for this build of ratelimit; the key keeps the state it had.")));
 				break;
 			}
 		case XLOG_RL_DROP:

@@ -37,6 +37,7 @@ use PostgreSQL::Test::Cluster;
 use RlHarness;
 
 our @EXPORT = qw(window_state bucket_state log_state);
+our @EXPORT_OK = qw(crc32c);
 
 my %ALGO = (fixed_window => 0, sliding_window_log => 1,
 	sliding_window_counter => 2, token_bucket => 3, leaky_bucket => 4);
@@ -105,8 +106,8 @@ my @crc_table = map {
 	$c;
 } 0 .. 255;
 
-# CRC-32C of a string of bytes
-sub _crc32c
+# CRC-32C of a string of bytes (also for the durable file's tests)
+sub crc32c
 {
 	my $crc = 0xFFFFFFFF;
 	$crc = $crc_table[ ($crc ^ $_) & 0xFF ] ^ ($crc >> 8) for unpack 'C*', $_[0];
@@ -177,7 +178,7 @@ sub write_state
 		$self->{written_by} // $self->{pg_version}, 0, scalar @entries);
 	open my $fh, '>', $self->{path} or die "$self->{path}: $!";
 	binmode $fh;
-	print $fh $header . $body . pack('L', _crc32c($body . $header));
+	print $fh $header . $body . pack('L', crc32c($body . $header));
 	close $fh;
 	return;
 }
