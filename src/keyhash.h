@@ -97,7 +97,8 @@ rl_key_equal(const char *a, const char *b, int len)
 	{
 		int			i;
 
-		for (i = 0; i + 8 <= len; i += 8)
+		/* whole words up to the last, which may overlap the one before */
+		for (i = 0; i + 8 < len; i += 8)
 			if (rl_keyhash_word(a + i) != rl_keyhash_word(b + i))
 				return false;
 		return rl_keyhash_word(a + len - 8) == rl_keyhash_word(b + len - 8);
