@@ -44,27 +44,9 @@ report=${RL_BENCH_REPORT:-${TMPDIR:-/tmp}/ratelimit-concurrency.md}
 as_pg() { runuser -u postgres -- "$@"; }
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_bench_cc.XXXXXX")
-data=$tmp/data
-started=
-cleanup() {
-	status=$?
-	trap - EXIT INT TERM
-	if [ -n "$started" ]; then
-		as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	fi
-	rm -rf "$tmp"
-	bench_uninstall
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-bench_install
-chown postgres: "$tmp"
+bench_workspace rl_bench_cc
 port=$((20000 + RANDOM % 20000))
-as_pg "$bindir/initdb" -D "$data" -A trust -E UTF8 --no-sync >"$tmp/initdb.log" 2>&1
+bench_initdb --no-sync
 cat >>"$data/postgresql.conf" <<CONF
 shared_preload_libraries = 'ratelimit'
 ratelimit.max_keys = 100000
@@ -74,7 +56,6 @@ unix_socket_directories = '$tmp'
 max_connections = 60
 CONF
 as_pg "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w start >/dev/null
-started=1
 psql() { as_pg "$bindir/psql" -X -q -A -t -h "$tmp" -p "$port" -d postgres "$@"; }
 psql -c 'CREATE EXTENSION ratelimit' -c 'CREATE EXTENSION dblink'
 

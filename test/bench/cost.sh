@@ -122,30 +122,9 @@ done
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_cost.XXXXXX")
-data=$tmp/data
 port=
 started=
-redis_pid=
-
-cleanup() {
-	local status=$?
-	trap - EXIT INT TERM
-	if [ -n "$started" ]; then
-		as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	fi
-	if [ -n "$redis_pid" ]; then
-		kill -9 "$redis_pid" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-	bench_uninstall
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-bench_install valgrind
+bench_workspace rl_cost valgrind
 for cmd in valgrind callgrind_annotate; do
 	command -v "$cmd" >/dev/null || die "no $cmd: install valgrind"
 done
@@ -153,7 +132,6 @@ if has_part latency; then
 	command -v redis-server >/dev/null || die "no redis-server: install redis-server"
 fi
 
-chown postgres: "$tmp"
 cp "$here"/*.sql "$tmp"/
 chmod a+r "$tmp"/*.sql
 
@@ -163,21 +141,11 @@ chmod a+r "$tmp"/*.sql
 rport=
 if has_part latency; then
 	rport=$(rl_free_port)
-	as_pg redis-server --port "$rport" --bind 127.0.0.1 --save '' \
-		--appendonly no --dir "$tmp" --daemonize yes \
-		--pidfile "$tmp/redis.pid" --logfile "$tmp/redis.log" >/dev/null
-	for _ in $(seq 100); do
-		[ "$(redis-cli -p "$rport" PING 2>/dev/null)" = PONG ] && break
-		sleep 0.05
-	done
-	[ -s "$tmp/redis.pid" ] || die "redis-server did not start"
-	redis_pid=$(cat "$tmp/redis.pid")
-	[ "$(redis-cli -p "$rport" PING 2>/dev/null)" = PONG ] || die "redis-server does not answer"
+	bench_redis_start "$rport" || die "redis-server did not start"
 fi
 
 echo "== initdb in $tmp"
-as_pg "$bindir/initdb" -D "$data" -A trust -E UTF8 --no-sync >"$tmp/initdb.log" 2>&1 ||
-	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+bench_initdb --no-sync
 # No TCP: clients come through the socket in $tmp.  shared_buffers holds a
 # million-row table; work_mem the rows of generate_series (materialized
 # before the first call: with too little, the larger statements would spill

@@ -52,22 +52,13 @@ target() {
 }
 as_pg() { runuser -u postgres -- "$@"; }
 
-bench_install
-tmp=$(mktemp -d /tmp/rl_durable.XXXXXX)
-data=$tmp/data
-chown postgres: "$tmp"
-cleanup() {
-	as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	rm -rf "$tmp"
-	bench_uninstall
-}
-trap cleanup EXIT
+bench_workspace rl_durable
 if [ -n "${RL_BENCH_REPORT:-}" ]; then
 	exec >"$RL_BENCH_REPORT"
 fi
 : >"$targets_file"
 
-as_pg "$bindir/initdb" -D "$data" -A trust -E UTF8 >"$tmp/initdb.log" 2>&1
+bench_initdb
 cat >>"$data/postgresql.conf" <<EOF
 listen_addresses = ''
 unix_socket_directories = '$tmp'

@@ -64,6 +64,68 @@ bench_uninstall() {
 	fi
 }
 
+# A benchmark's workspace: bench_install (the arguments are its packages),
+# then a throwaway folder $tmp owned by postgres, with $data for a server's
+# data directory (bench_initdb makes it), and traps that at exit stop that
+# server if it runs, kill a Redis server whose pid is in $tmp/redis.pid,
+# and remove $tmp and the installation's copy.  $1 names the folder.
+bench_workspace() {
+	local name=$1
+	shift
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX")
+	data=$tmp/data
+	trap bench_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	bench_install "$@"
+	chown postgres: "$tmp"
+}
+
+# The exit trap of bench_workspace; keeps the script's exit status.
+bench_cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	if [ -n "${bindir:-}" ] && [ -f "$data/postmaster.pid" ]; then
+		runuser -u postgres -- "$bindir/pg_ctl" -D "$data" -m immediate -w \
+			stop >/dev/null 2>&1 || true
+	fi
+	if [ -s "$tmp/redis.pid" ]; then
+		kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+	bench_uninstall
+	exit "$status"
+}
+
+# A Redis server for a benchmark on loopback port $1, as postgres, without
+# persistence, its pid in $tmp/redis.pid (bench_cleanup kills it) and its
+# log in $tmp/redis.log; the other arguments go before the command (a
+# taskset).  Returns once it answers, or fails (and kills it) if it does
+# not within 5 s.
+bench_redis_start() {
+	local port=$1
+	shift
+	rm -f "$tmp/redis.pid"
+	runuser -u postgres -- "$@" redis-server --port "$port" --bind 127.0.0.1 \
+		--save '' --appendonly no --dir "$tmp" --daemonize yes \
+		--pidfile "$tmp/redis.pid" --logfile "$tmp/redis.log" >/dev/null
+	for _ in $(seq 100); do
+		[ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return 0
+		sleep 0.05
+	done
+	[ -s "$tmp/redis.pid" ] && kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null
+	rm -f "$tmp/redis.pid"
+	return 1
+}
+
+# initdb of $data as postgres (trust, UTF8, and the arguments), its output
+# in $tmp/initdb.log, shown if it fails.
+bench_initdb() {
+	runuser -u postgres -- "$bindir/initdb" -D "$data" -A trust -E UTF8 "$@" \
+		>"$tmp/initdb.log" 2>&1 ||
+		{ cat "$tmp/initdb.log" >&2; echo "initdb failed" >&2; exit 1; }
+}
+
 # The 50th and 99th percentiles of the numbers on stdin, one a line, as
 # "p50 p99" (nearest rank).
 percentiles() {

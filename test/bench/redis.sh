@@ -62,41 +62,17 @@ fi
 
 as_pg() { runuser -u postgres -- "$@"; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_redis_bench.XXXXXX")
-data=$tmp/data
 rport=$(rl_free_port)
 pport=$(rl_free_port)
-bindir=
-
-cleanup() {
-	if [ -n "$bindir" ]; then
-		as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	fi
-	if [ -f "$tmp/redis.pid" ]; then
-		kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-	bench_uninstall
-}
-trap cleanup EXIT
-
-bench_install
-chown postgres: "$tmp"
+bench_workspace rl_redis_bench
 
 start_redis() {
-	as_pg "${on_redis[@]}" redis-server --port "$rport" --bind 127.0.0.1 --save '' \
-		--appendonly no --dir "$tmp" --daemonize yes \
-		--pidfile "$tmp/redis.pid" --logfile "$tmp/redis.log"
-	for _ in $(seq 100); do
-		[ "$(redis-cli -p "$rport" PING 2>/dev/null)" = PONG ] && return
-		sleep 0.05
-	done
-	echo "redis-server did not start" >&2
-	exit 1
+	bench_redis_start "$rport" "${on_redis[@]}" ||
+		{ echo "redis-server did not start" >&2; exit 1; }
 }
 start_redis
 
-as_pg "$bindir/initdb" -D "$data" -A trust --no-sync >"$tmp/initdb.log" 2>&1
+bench_initdb --no-sync
 cat >>"$data/postgresql.conf" <<EOF
 shared_preload_libraries = 'ratelimit'
 listen_addresses = ''

@@ -109,35 +109,13 @@ for c in $clients; do
 done
 
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_bench.XXXXXX")
-data=$tmp/data
-started=
-
-cleanup() {
-	status=$?
-	trap - EXIT INT TERM
-	if [ -n "$started" ]; then
-		as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	fi
-	if [ -s "$tmp/redis.pid" ]; then
-		kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null || true
-	fi
-	rm -rf "$tmp"
-	bench_uninstall
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-bench_install
-chown postgres: "$tmp"
+bench_workspace rl_bench
 cp "$here"/*.sql "$tmp"/
 chmod a+r "$tmp"/*.sql
 
 echo "== initdb in $tmp"
-as_pg "$bindir/initdb" -D "$data" -A trust -E UTF8 --no-sync >"$tmp/initdb.log" 2>&1 ||
-	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+bench_initdb --no-sync
+started=
 
 # A free loopback port: nothing answers on it.  Callers retry if another
 # process takes it between the check and their start.
@@ -153,15 +131,7 @@ if [ -n "$redis" ]; then
 	for _ in 1 2 3 4 5; do
 		rport=$((20000 + RANDOM % 30000))
 		port_free "$rport" || continue
-		rm -f "$tmp/redis.pid"
-		as_pg redis-server --port "$rport" --bind 127.0.0.1 --save '' \
-			--appendonly no --dir "$tmp" --daemonize yes \
-			--pidfile "$tmp/redis.pid" --logfile "$tmp/redis.log" >/dev/null
-		for _ in $(seq 100); do
-			[ "$(redis-cli -p "$rport" PING 2>/dev/null)" = PONG ] && break 2
-			sleep 0.05
-		done
-		[ -s "$tmp/redis.pid" ] && kill -9 "$(cat "$tmp/redis.pid")" 2>/dev/null
+		bench_redis_start "$rport" && break
 		rport=
 	done
 	[ -n "$rport" ] || { tail -n 20 "$tmp/redis.log" >&2; die "redis-server did not start"; }

@@ -20,28 +20,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "usage.sh: $*" >&2; exit 1; }
 as_pg() { runuser -u postgres -- "$@"; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rl_usage.XXXXXX")
-data=$tmp/data
-started=
-
-cleanup() {
-	local status=$?
-	trap - EXIT INT TERM
-	if [ -n "$started" ]; then
-		as_pg "$bindir/pg_ctl" -D "$data" -m immediate -w stop >/dev/null 2>&1 || true
-	fi
-	rm -rf "$tmp"
-	bench_uninstall
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-bench_install
-chown postgres: "$tmp"
-as_pg "$bindir/initdb" -D "$data" -A trust -E UTF8 --no-sync >"$tmp/initdb.log" 2>&1 ||
-	{ cat "$tmp/initdb.log" >&2; die "initdb failed"; }
+bench_workspace rl_usage
+bench_initdb --no-sync
 cat >>"$data/postgresql.conf" <<EOF
 listen_addresses = ''
 unix_socket_directories = '$tmp'
@@ -49,12 +29,15 @@ shared_preload_libraries = 'ratelimit'
 fsync = off
 work_mem = 256MB
 ratelimit.max_keys = 1100000
+ratelimit.role_share = 100
+ratelimit.database_share = 100
 EOF
+# (one role fills the store: the shares' caps, 50% and 75% by default,
+# would refuse it the second half of its keys)
 port=$(rl_free_port)
 as_pg "$bindir/pg_ctl" -D "$data" -l "$tmp/server.log" -w -t 60 \
 	-o "-p $port" start >/dev/null ||
 	{ tail -n 20 "$tmp/server.log" >&2; die "the server did not start"; }
-started=1
 
 psql_q() {
 	as_pg "$bindir/psql" -X -q -A -t -v ON_ERROR_STOP=1 -h "$tmp" -p "$port" \
