@@ -153,20 +153,6 @@ refund_begin(void)
 }
 
 /*
- * The target of that key (its hash computed), or NULL.
- */
-static inline RlTarget *
-target_find(const RlTargetKey *id, uint64 hash)
-{
-	RlTarget   *t;
-
-	for (t = buckets[hash & bucket_mask]; t != NULL; t = t->hnext)
-		if (t->hash == hash && rl_refund_target_same(&t->id, id))
-			return t;
-	return NULL;
-}
-
-/*
  * Twice as many buckets, once there are more targets than buckets (up to
  * RL_TARGETS_MAX: past it, chains grow).  Raises an error if memory runs
  * out (only ever called tracking a call, not at commit or abort).
@@ -201,19 +187,26 @@ targets_grow(void)
 }
 
 /*
- * A new target of that key (copied: a target never points at the caller's
- * key), its hash computed, with no amounts yet.
+ * A new target, the state a receipt of a request reaches (its key copied:
+ * a target never points at the request's), its hash computed, with no
+ * amounts yet.
  */
-static RlTarget *
-target_add(const RlTargetKey *id, uint64 hash)
+static pg_noinline RlTarget *
+target_add(const RlRequest *req, const RlReceipt *r, uint64 hash)
 {
 	RlTarget   *t = MemoryContextAlloc(refund_cxt, sizeof(RlTarget));
-	char	   *key = MemoryContextAlloc(refund_cxt, Max(id->keylen, 1));
+	char	   *key = MemoryContextAlloc(refund_cxt, Max(req->keylen, 1));
 
-	memcpy(key, id->key, id->keylen);
-	t->id = *id;
+	memcpy(key, req->key, req->keylen);
+	memset(&t->id, 0, sizeof(t->id));
 	t->id.key = key;
-	t->id.kind = rl_refund_kind(id->algo, id->flags);
+	t->id.keylen = req->keylen;
+	t->id.dbid = req->dbid;
+	t->id.algo = req->algo;
+	t->id.engine = r->engine;
+	t->id.flags = r->flags;
+	t->id.incarnation = r->incarnation;
+	t->id.kind = rl_refund_kind(req->algo, r->flags);
 	t->amounts = NULL;
 	t->batch = batch;
 	t->hash = hash;
@@ -275,24 +268,17 @@ current_level(void)
 }
 
 /*
- * The amount of the target for the current level and p's class: the one
- * it has (moved first in the target's list, so that a run of calls finds
- * it at once), else a new one.
+ * The amount of the target for the current level and p's class, when it
+ * is not the latest used (track_receipt's test): the one it has (moved
+ * first in the target's list, so that a run of calls finds it at once),
+ * else a new one.
  */
-static RlAmount *
+static pg_noinline RlAmount *
 amount_for(RlTarget *target, const RlParams *p)
 {
-	RlAmount   *a = target->amounts;
-	RlLevel    *level;
+	RlLevel    *level = current_level();
+	RlAmount   *a = rl_refund_find(target, level, p);
 
-	/* the usual case: the latest used amount is the one */
-	if (a != NULL && a->level == levels &&
-		levels->subid == GetCurrentSubTransactionId() &&
-		rl_refund_same_class(target, &a->params, p))
-		return a;
-
-	level = current_level();
-	a = rl_refund_find(target, level, p);
 	if (a != NULL)
 	{
 		rl_refund_unlink(a);
@@ -370,37 +356,49 @@ lease_current(RlTarget *target, uint64 incarnation)
 	return true;
 }
 
-/* Remember one receipt of the request. */
-static void
+/*
+ * A remote refund may be queued and sent as the session exits: register
+ * the exit callback that sends it, once.
+ */
+static pg_noinline void
+refund_exit_register(void)
+{
+	on_shmem_exit(refund_exit, (Datum) 0);
+	exit_registered = true;
+}
+
+/*
+ * Remember one receipt of the request.  Inline, the usual call (a run of
+ * calls on keys already tracked in this level: a quota trigger's rows)
+ * without a frame or a call (#9): the target found in the table by the
+ * receipt's hash and compared with the request and receipt as they are,
+ * its latest used amount taken if it is the level's and of the class; the
+ * rest out of line.
+ */
+static inline void
 track_receipt(const RlRequest *req, const RlReceipt *r)
 {
-	RlTargetKey id;
+	uint64		hash = rl_refund_target_hash(req, r);
 	RlTarget   *target;
-	uint64		hash;
+	RlAmount   *a;
 
-	memset(&id, 0, sizeof(id));
-	id.key = req->key;
-	id.keylen = req->keylen;
-	id.dbid = req->dbid;
-	id.algo = req->algo;
-	id.engine = r->engine;
-	id.flags = r->flags;
-	id.incarnation = r->incarnation;
-	hash = rl_refund_target_hash(&id, r);
-	target = target_find(&id, hash);
-	if (target == NULL)
-		target = target_add(&id, hash);
-	else if ((r->flags & RL_RECEIPT_TIMELESS) &&
+	for (target = buckets[hash & bucket_mask]; target != NULL;
+		 target = target->hnext)
+		if (target->hash == hash && rl_refund_target_is(target, req, r))
+			break;
+	if (unlikely(target == NULL))
+		target = target_add(req, r, hash);
+	else if (unlikely(r->flags & RL_RECEIPT_TIMELESS) &&
 			 !lease_current(target, r->incarnation))
 		return;
-	/* a remote refund may be queued and sent as the session exits */
-	if ((r->flags & RL_RECEIPT_REMOTE) && !exit_registered)
-	{
-		on_shmem_exit(refund_exit, (Datum) 0);
-		exit_registered = true;
-	}
-	(void) rl_refund_add(amount_for(target, &r->params), &r->params, r->time,
-						 r->params.cost, false);
+	if (unlikely((r->flags & RL_RECEIPT_REMOTE) && !exit_registered))
+		refund_exit_register();
+	a = target->amounts;
+	if (unlikely(a == NULL || a->level != levels ||
+				 levels->subid != GetCurrentSubTransactionId() ||
+				 !rl_refund_same_class(target, &a->params, &r->params)))
+		a = amount_for(target, &r->params);
+	(void) rl_refund_add(a, &r->params, r->time, r->params.cost, false);
 }
 
 /*
@@ -412,9 +410,12 @@ rl_refund_track(const RlRequest *req, const RlReceipt *receipts, int n)
 {
 	int			i;
 
-	if (n == 0)
-		return;
-	refund_begin();
+	if (unlikely(buckets == NULL))
+	{
+		if (n == 0)
+			return;
+		refund_begin();
+	}
 	for (i = 0; i < n; i++)
 		track_receipt(req, &receipts[i]);
 }
