@@ -112,6 +112,7 @@ extern void rl_refund_unlink(RlAmount *a);
 extern RlAmount *rl_refund_find(RlTarget *target, RlLevel *level,
 								const RlParams *p);
 extern bool rl_refund_merge(RlAmount *a, RlAmount *b);
+extern bool rl_refund_same_window(const RlParams *p, int64 t, int64 u);
 
 /*
  * The hash of the target a receipt of a request reaches (rl_refund_track:
@@ -188,15 +189,7 @@ rl_refund_same_time(const RlTarget *target, const RlParams *p, int64 t,
 	switch ((RlTargetKind) target->id.kind)
 	{
 		case RL_TARGET_WINDOW:
-			{
-				int64		ts,
-							us,
-							end;
-
-				rl_window_bounds(p, t, &ts, &end);
-				rl_window_bounds(p, u, &us, &end);
-				return ts == us;
-			}
+			return rl_refund_same_window(p, t, u);
 		case RL_TARGET_EXACT:
 			return t == u;
 		default:

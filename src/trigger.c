@@ -47,7 +47,10 @@
  * way down), the composites' relations and the types' syscache hash
  * values, and the callbacks mark it stale on any of them too.  The policy
  * is remembered as the policy cache's RlPolicyRef, which a change to
- * rl_policy makes stale.  A stale info may still be in use
+ * rl_policy makes stale.  A row that runs no SQL has its key built in
+ * place in the info's stored key (after the policy's name, written once)
+ * and its request made in the info, once per policy found: another row
+ * only writes its key's part (#9).  A stale info may still be in use
  * by an rl_enforce call further up the stack (a cost expression can write
  * to the table): it is retired, and freed once no call uses it.
  *
@@ -609,7 +612,7 @@ enforce_slot(RlTriggerCall *call, const RlTriggerInfo *info,
  */
 static pg_attribute_always_inline void
 enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
-			bool in_place, char *stored, RlRequest *req)
+			TupleTableSlot *slot, bool in_place, char *stored, RlRequest *req)
 {
 	const RlPolicy *pol;
 	RlPolicyRef *ref = &info->policy_ref;
@@ -617,16 +620,17 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
 	RlDecision	d;
 	int64		cost = 0;
 	uint8		priority = RL_PRIORITY_NONE;
+	bool		reused;
 
-	if (info->plans[RL_EXPR_COST] != NULL)
+	/* a row in place runs no SQL: it has no expressions */
+	if (!in_place && info->plans[RL_EXPR_COST] != NULL)
 		cost = rl_row_cost(call, info->exprs[RL_EXPR_COST],
 						   info->plans[RL_EXPR_COST], tuple);
-	if (info->plans[RL_EXPR_PRIORITY] != NULL)
+	if (!in_place && info->plans[RL_EXPR_PRIORITY] != NULL)
 		priority = rl_row_priority(call, info->exprs[RL_EXPR_PRIORITY],
 								   info->plans[RL_EXPR_PRIORITY], tuple);
 	kb.data = stored + info->head;
-	rl_key_build(info->keys, info->nkeys, tuple, RelationGetDescr(call->rel),
-				 &kb);
+	rl_key_build(info->keys, info->nkeys, slot, &kb);
 	if (kb.len > RL_MAX_KEY_LEN)
 		rl_arg_key_too_long(kb.len);
 
@@ -641,25 +645,28 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
 						RelationGetRelationName(call->rel)),
 				 errhint("Policies are the rows of table rl_policy.")));
 	Assert(pol->namelen + 1 == info->head);
-	if (in_place && likely(info->row_reusable &&
-						   info->row_generation == ref->generation))
+	reused = in_place && likely(info->row_reusable &&
+								info->row_generation == ref->generation);
+	if (reused)
 		rl_policy_request_rekey(pol, ref->calendar, kb.len, req);
 	else
 	{
 		rl_policy_request_placed(ref, stored, kb.len, req);
 		if (in_place)
 		{
+			/* a concurrency limit's row takes a slot: never reused */
 			info->row_generation = ref->generation;
-			info->row_reusable = rl_policy_request_reusable(ref);
+			info->row_reusable = rl_policy_request_reusable(ref) &&
+				!rl_algo_holds(req->algo);
 		}
 	}
 	req->priority = priority;
-	if (rl_algo_holds(req->algo))
+	if (!reused && rl_algo_holds(req->algo))
 	{
 		enforce_slot(call, info, pol, req, &kb);
 		return;
 	}
-	if (info->plans[RL_EXPR_COST] != NULL)
+	if (!in_place && info->plans[RL_EXPR_COST] != NULL)
 	{
 		req->params.cost = cost;
 		rl_arg_cost(req->params.cost);
@@ -704,7 +711,8 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
  * no PG_TRY frame.
  */
 static pg_noinline void
-enforce_row_sql(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
+enforce_row_sql(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
+				TupleTableSlot *slot)
 {
 	char		stored[RL_MAX_STORED_KEY];
 	RlRequest	req;
@@ -713,7 +721,7 @@ enforce_row_sql(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 	info->use_count++;
 	PG_TRY();
 	{
-		enforce_row(call, info, tuple, false, stored, &req);
+		enforce_row(call, info, tuple, slot, false, stored, &req);
 	}
 	PG_FINALLY();
 	{
@@ -735,6 +743,7 @@ rl_enforce(PG_FUNCTION_ARGS)
 	ErrorContextCallback errcallback;
 	RlTriggerInfo *info;
 	HeapTuple	tuple;
+	TupleTableSlot *slot;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -759,13 +768,21 @@ rl_enforce(PG_FUNCTION_ARGS)
 	if (unlikely(fcinfo->flinfo->fn_extra == NULL))
 		rl_require_store();
 
-	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
-		trigdata->tg_newtuple : trigdata->tg_trigtuple;
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		tuple = trigdata->tg_newtuple;
+		slot = trigdata->tg_newslot;
+	}
+	else
+	{
+		tuple = trigdata->tg_trigtuple;
+		slot = trigdata->tg_trigslot;
+	}
 	info = trigger_info_get(&call, fcinfo->flinfo);
 	if (likely(!info->runs_sql))
-		enforce_row(&call, info, tuple, true, info->stored, &info->row);
+		enforce_row(&call, info, tuple, slot, true, info->stored, &info->row);
 	else
-		enforce_row_sql(&call, info, tuple);
+		enforce_row_sql(&call, info, tuple, slot);
 
 	error_context_stack = errcallback.previous;
 	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))

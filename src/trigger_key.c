@@ -320,8 +320,8 @@ fixed_settings_begin(void)
  * rl_key_build's general case: any number of columns of any kind.
  */
 void
-rl_key_build_columns(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
-					 TupleDesc tupdesc, RlKeyBuf *kb)
+rl_key_build_columns(const RlKeyColumn *cols, int ncols,
+					 TupleTableSlot *slot, RlKeyBuf *kb)
 {
 	int			level = -1;
 	int			i;
@@ -334,7 +334,7 @@ rl_key_build_columns(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
 
 		if (i > 0)
 			key_add(kb, ":", 1);
-		value = heap_getattr(tuple, cols[i].attnum, tupdesc, &isnull);
+		value = slot_getattr(slot, cols[i].attnum, &isnull);
 		if (isnull)
 			continue;
 		if (cols[i].kind == RL_KEY_OTHER && level < 0)

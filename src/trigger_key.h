@@ -10,8 +10,8 @@
 #ifndef RL_TRIGGER_KEY_H
 #define RL_TRIGGER_KEY_H
 
-#include "access/htup_details.h"
 #include "access/tupdesc.h"
+#include "executor/tuptable.h"
 #include "port/pg_bitutils.h"
 
 #include "engine.h"
@@ -81,8 +81,7 @@ extern void rl_type_deps_add(RlTypeDeps *deps, Oid typid);
 extern bool rl_type_deps_have_rel(const RlTypeDeps *deps, Oid relid);
 extern bool rl_type_deps_have_hash(const RlTypeDeps *deps, uint32 hash);
 extern void rl_key_build_columns(const RlKeyColumn *cols, int ncols,
-								 HeapTuple tuple, TupleDesc tupdesc,
-								 RlKeyBuf *kb);
+								 TupleTableSlot *slot, RlKeyBuf *kb);
 
 /*
  * Append an integer in decimal (as int8out writes it), straight into the
@@ -176,19 +175,19 @@ rl_key_int(RlKeyKind kind, Datum value)
  * the others in rl_key_build_columns.
  */
 static pg_attribute_always_inline void
-rl_key_build(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
-			 TupleDesc tupdesc, RlKeyBuf *kb)
+rl_key_build(const RlKeyColumn *cols, int ncols, TupleTableSlot *slot,
+			 RlKeyBuf *kb)
 {
 	Datum		value;
 	bool		isnull;
 
 	if (unlikely(ncols != 1 || cols[0].kind > RL_KEY_OID))
 	{
-		rl_key_build_columns(cols, ncols, tuple, tupdesc, kb);
+		rl_key_build_columns(cols, ncols, slot, kb);
 		return;
 	}
 	kb->len = 0;
-	value = heap_getattr(tuple, cols[0].attnum, tupdesc, &isnull);
+	value = slot_getattr(slot, cols[0].attnum, &isnull);
 	if (!isnull)
 		rl_key_add_int(kb, rl_key_int(cols[0].kind, value));
 }
