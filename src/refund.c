@@ -105,6 +105,14 @@ static RlTarget **buckets = NULL;
 static uint32 bucket_mask = 0;
 static uint32 ntargets = 0;
 static RlLevel *levels = NULL;	/* innermost first */
+
+/*
+ * The current (sub)transaction's id while the transaction tracks: read at
+ * its first tracked call, then followed by the subtransaction callback (a
+ * start makes it the new one's, a commit or an abort its parent's), so
+ * that a tracked call tells its level without a call (#9).
+ */
+static SubTransactionId current_subid = InvalidSubTransactionId;
 static RlAmount *free_amounts = NULL;
 static RlLevel *free_levels = NULL;
 static bool callbacks_registered = false;
@@ -150,6 +158,7 @@ refund_begin(void)
 									 RL_TARGETS_FIRST * sizeof(RlTarget *));
 	bucket_mask = RL_TARGETS_FIRST - 1;
 	ntargets = 0;
+	current_subid = GetCurrentSubTransactionId();
 }
 
 /*
@@ -248,8 +257,10 @@ refund_forget(void)
 static RlLevel *
 current_level(void)
 {
-	SubTransactionId subid = GetCurrentSubTransactionId();
+	SubTransactionId subid = current_subid;
 	RlLevel    *level;
+
+	Assert(subid == GetCurrentSubTransactionId());
 
 	if (levels != NULL && levels->subid == subid)
 		return levels;
@@ -395,7 +406,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 		refund_exit_register();
 	a = target->amounts;
 	if (unlikely(a == NULL || a->level != levels ||
-				 levels->subid != GetCurrentSubTransactionId() ||
+				 levels->subid != current_subid ||
 				 !rl_refund_same_class(target, &a->params, &r->params)))
 		a = amount_for(target, &r->params);
 	(void) rl_refund_add(a, &r->params, r->time, r->params.cost, false);
@@ -678,14 +689,20 @@ refund_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * At the end of a subtransaction: refund what it consumed if it aborted,
- * pass it to its parent if it committed.  Only the innermost level can be
- * the subtransaction's: one that consumed nothing has none.
+ * At the start of a subtransaction: it is the current one.  At its end:
+ * its parent is, and what it consumed is refunded if it aborted, passed to
+ * its parent if it committed.  Only the innermost level can be the
+ * subtransaction's: one that consumed nothing has none.
  */
 static void
 refund_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						SubTransactionId parentSubid, void *arg)
 {
+	if (event == SUBXACT_EVENT_START_SUB)
+		current_subid = mySubid;
+	else if (event == SUBXACT_EVENT_COMMIT_SUB ||
+			 event == SUBXACT_EVENT_ABORT_SUB)
+		current_subid = parentSubid;
 	if (levels == NULL || levels->subid != mySubid)
 		return;
 	switch (event)

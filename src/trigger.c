@@ -467,9 +467,10 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 
 /*
  * Resolve the trigger afresh from its arguments and its table's current
- * definition, and make that its info.  Retires the info it replaces.
+ * definition, and make that its info.  Retires the info it replaces.  Out
+ * of line: rl_enforce's row does not carry its frame (#9).
  */
-static RlTriggerInfo *
+static pg_noinline RlTriggerInfo *
 trigger_info_resolve(RlTriggerCall *call)
 {
 	Oid			tgoid = call->tg->tgoid;
@@ -751,9 +752,8 @@ rl_enforce(PG_FUNCTION_ARGS)
 				 errmsg("rl_enforce must be called as a trigger")));
 	call.tg = trigdata->tg_trigger;
 	call.rel = trigdata->tg_relation;
+	/* expr and cost_expr are set before a phase that reads them */
 	call.phase = COST_NONE;
-	call.expr = RL_EXPR_COST;
-	call.cost_expr = NULL;
 	errcallback.callback = trigger_error_callback;
 	errcallback.arg = &call;
 	errcallback.previous = error_context_stack;
