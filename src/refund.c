@@ -402,7 +402,7 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 	else if (unlikely(r->flags & RL_RECEIPT_TIMELESS) &&
 			 !lease_current(target, r->incarnation))
 		return;
-	if (unlikely((r->flags & RL_RECEIPT_REMOTE) && !exit_registered))
+	if (unlikely(r->flags & RL_RECEIPT_REMOTE) && !exit_registered)
 		refund_exit_register();
 	a = target->amounts;
 	if (unlikely(a == NULL || a->level != levels ||

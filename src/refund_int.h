@@ -116,25 +116,18 @@ extern bool rl_refund_same_window(const RlParams *p, int64 t, int64 u);
 
 /*
  * The hash of the target a receipt of a request reaches (rl_refund_track:
- * without building its key first, #9): the key's hash (the engine's when
- * the receipt carries it: the store hashed the key already), the rest
- * mixed in (a lease target's incarnation is not part of its key, see
- * RlTargetKey).  target_add keeps it as the target's.
+ * without building its key first, #9): its key's, the engine's when the
+ * receipt carries it (the store hashed the key already), else computed as
+ * the store does.  A key's targets of other incarnations or engines (rare
+ * in one transaction) share its bucket, told apart by rl_refund_target_is.
  */
 static inline uint64
 rl_refund_target_hash(const RlRequest *req, const RlReceipt *r)
 {
-	uint64		h;
-
 	if (likely(r->flags & RL_RECEIPT_KEYHASH))
-		h = r->keyhash;
-	else
-		h = rl_key_hash(req->key, req->keylen,
-						((uint64) req->dbid << 8) | (uint64) req->algo);
-	h ^= (((uint64) r->flags << 8) | (uint64) r->engine) * RL_KEYHASH_M2;
-	if (!(r->flags & RL_RECEIPT_TIMELESS))
-		h ^= r->incarnation * RL_KEYHASH_M3;
-	return h;
+		return r->keyhash;
+	return rl_key_hash(req->key, req->keylen,
+					   ((uint64) req->dbid << 8) | (uint64) req->algo);
 }
 
 /* Is the target's key the state a receipt of a request reaches? */

@@ -632,8 +632,6 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
 								   info->plans[RL_EXPR_PRIORITY], tuple);
 	kb.data = stored + info->head;
 	rl_key_build(info->keys, info->nkeys, slot, &kb);
-	if (kb.len > RL_MAX_KEY_LEN)
-		rl_arg_key_too_long(kb.len);
 
 	pol = rl_policy_ref_again(ref);
 	if (unlikely(pol == NULL))

@@ -317,7 +317,8 @@ fixed_settings_begin(void)
 }
 
 /*
- * rl_key_build's general case: any number of columns of any kind.
+ * rl_key_build's general case: any number of columns of any kind; a key
+ * past RL_MAX_KEY_LEN is refused (22001) once built.
  */
 void
 rl_key_build_columns(const RlKeyColumn *cols, int ncols,
@@ -343,6 +344,8 @@ rl_key_build_columns(const RlKeyColumn *cols, int ncols,
 	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);
+	if (kb->len > RL_MAX_KEY_LEN)
+		rl_arg_key_too_long(kb->len);
 }
 
 /*

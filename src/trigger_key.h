@@ -168,11 +168,11 @@ rl_key_int(RlKeyKind kind, Datum value)
 
 /*
  * Build the key of a row from its key columns, in order, joined with ':'
- * (a NULL giving an empty part), into kb (its data set by the caller).
- * kb->len past RL_MAX_KEY_LEN: the key would be that long, and is refused
- * by the caller.  Inline, and a key of one integer column (the usual
- * tenant id) without a call (#9: a quota trigger builds one per row);
- * the others in rl_key_build_columns.
+ * (a NULL giving an empty part), into kb (its data set by the caller); a
+ * key longer than RL_MAX_KEY_LEN is refused (22001).  Inline, and a key of
+ * one integer column (the usual tenant id: at most 20 bytes) without a
+ * call (#9: a quota trigger builds one per row); the others in
+ * rl_key_build_columns.
  */
 static pg_attribute_always_inline void
 rl_key_build(const RlKeyColumn *cols, int ncols, TupleTableSlot *slot,

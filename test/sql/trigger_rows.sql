@@ -67,5 +67,13 @@ SAVEPOINT c;
 INSERT INTO tr_orders VALUES (5);
 COMMIT;
 SELECT k, l.* FROM (VALUES ('3'), ('4'), ('5'), ('6')) v(k), LATERAL tr_left(k, 'tr_rows') l ORDER BY k;
+-- a key of several columns longer than 4096 bytes is refused (22001), one
+-- of 4096 admitted
+CREATE TABLE tr_notes (author text, topic text);
+CREATE TRIGGER tr_notes_quota BEFORE INSERT ON tr_notes FOR EACH ROW
+	EXECUTE FUNCTION rl_enforce('tr_rows', 'author', 'topic');
+INSERT INTO tr_notes VALUES (repeat('a', 4000), repeat('b', 96));
+INSERT INTO tr_notes VALUES (repeat('a', 4000), repeat('b', 95));
+SELECT count(*) FROM tr_notes;
 RESET ratelimit.trigger_at;
 \set VERBOSITY default
