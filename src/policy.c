@@ -93,7 +93,8 @@ static uint32 policy_changes = 0;	/* invalidations of the cache seen */
 uint32		rl_policy_generation = 0;	/* the cache's, new at each reload
 										 * (RlPolicyRef) */
 static bool callback_registered = false;
-Oid			rl_policy_reader = InvalidOid;	/* the role the cache was read as */
+Oid			rl_policy_reader = InvalidOid;	/* the role the cache was read
+											 * as */
 static bool policy_filtered = false;	/* row security filtered that read */
 Oid			rl_policy_allowed = InvalidOid;	/* another role found to read
 											 * the same rows */
