@@ -79,19 +79,24 @@
 #include "policy_limit.h"
 #include "stats.h"
 
+/*
+ * The cache's state.  The four rl_ ones are read by rl_policy_ref_again
+ * (policy.h), inline in its callers (#9).
+ */
 static MemoryContext policy_context = NULL;	/* the cache and overrides */
 static HTAB *policy_cache = NULL;
-static bool policy_cache_valid = false;
+bool		rl_policy_cache_valid = false;
 static Oid	policy_relid = InvalidOid;
 static Oid	override_relid = InvalidOid;
 static Oid	limit_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
-static uint32 policy_generation = 0;	/* the cache's, new at each reload
+uint32		rl_policy_generation = 0;	/* the cache's, new at each reload
 										 * (RlPolicyRef) */
 static bool callback_registered = false;
-static Oid	policy_reader = InvalidOid;	/* the role the cache was read as */
+Oid			rl_policy_reader = InvalidOid;	/* the role the cache was read
+											 * as */
 static bool policy_filtered = false;	/* row security filtered that read */
-static Oid	policy_allowed = InvalidOid;	/* another role found to read
+Oid			rl_policy_allowed = InvalidOid;	/* another role found to read
 											 * the same rows */
 
 /* the validation trigger's columns, for the table validate_relid */
@@ -109,9 +114,9 @@ policy_inval(Datum arg, Oid relid)
 		(OidIsValid(override_relid) && relid == override_relid) ||
 		(OidIsValid(limit_relid) && relid == limit_relid))
 	{
-		policy_cache_valid = false;
+		rl_policy_cache_valid = false;
 		policy_changes++;
-		policy_allowed = InvalidOid;	/* its privileges may have changed */
+		rl_policy_allowed = InvalidOid;	/* its privileges may have changed */
 	}
 	if (relid == InvalidOid || relid == validate_relid)
 		validate_relid = InvalidOid;
@@ -121,8 +126,8 @@ policy_inval(Datum arg, Oid relid)
 static void
 policy_roles_inval(Datum arg, int cacheid, uint32 hashvalue)
 {
-	policy_reader = InvalidOid;
-	policy_allowed = InvalidOid;
+	rl_policy_reader = InvalidOid;
+	rl_policy_allowed = InvalidOid;
 }
 
 /* Hear of changes to the policy table, once per backend. */
@@ -369,12 +374,12 @@ policy_reload(void)
 										   "ratelimit policies",
 										   ALLOCSET_SMALL_SIZES);
 	policy_cache = policy_table(policy_context);
-	policy_generation++;
-	policy_cache_valid = true;
-	policy_reader = GetUserId();
+	rl_policy_generation++;
+	rl_policy_cache_valid = true;
+	rl_policy_reader = GetUserId();
 	policy_filtered = check_enable_rls(policy_relid, InvalidOid, true) ==
 		RLS_ENABLED;
-	policy_allowed = InvalidOid;
+	rl_policy_allowed = InvalidOid;
 	policy_read(nsp, policy_cache, false);
 	if (OidIsValid(override_relid) || OidIsValid(limit_relid))
 	{
@@ -406,7 +411,7 @@ policy_cache_fill(void)
 	PG_CATCH();
 	{
 		/* a cache read halfway must not be taken as complete */
-		policy_cache_valid = false;
+		rl_policy_cache_valid = false;
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -425,7 +430,7 @@ policy_cache_ready(void)
 	 * cheap check when there is nothing new.
 	 */
 	AcceptInvalidationMessages();
-	if (unlikely(!policy_cache_valid))
+	if (unlikely(!rl_policy_cache_valid))
 		policy_cache_fill();
 }
 
@@ -439,14 +444,14 @@ policy_role_check(Oid role)
 	if (policy_filtered ||
 		check_enable_rls(policy_relid, InvalidOid, true) == RLS_ENABLED)
 	{
-		policy_cache_valid = false;
+		rl_policy_cache_valid = false;
 		return false;
 	}
 	if (pg_class_aclcheck(policy_relid, role, ACL_SELECT) != ACLCHECK_OK &&
 		pg_attribute_aclcheck_all(policy_relid, role, ACL_SELECT,
 								  ACLMASK_ALL) != ACLCHECK_OK)
 		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "rl_policy");
-	policy_allowed = role;
+	rl_policy_allowed = role;
 	return true;
 }
 
@@ -463,7 +468,7 @@ policy_role_ready(void)
 {
 	Oid			role = GetUserId();
 
-	if (likely(role == policy_reader || role == policy_allowed))
+	if (likely(role == rl_policy_reader || role == rl_policy_allowed))
 		return true;
 	return policy_role_check(role);
 }
@@ -501,7 +506,7 @@ rl_policy_peek(const char *name, bool *known)
 {
 	char		key[NAMEDATALEN];
 
-	*known = policy_cache != NULL && policy_cache_valid;
+	*known = policy_cache != NULL && rl_policy_cache_valid;
 	if (!*known)
 		return NULL;
 	memset(key, 0, NAMEDATALEN);
@@ -593,14 +598,14 @@ rl_policy_find_ref(RlPolicyRef *ref, const char *name, int len)
 	/* the role using it may read what the cache holds (a reload: new ref) */
 	if (!policy_role_ready())
 		policy_cache_ready();
-	if (likely(ref->pol != NULL && ref->generation == policy_generation &&
+	if (likely(ref->pol != NULL && ref->generation == rl_policy_generation &&
 			   ref->len == len && rl_key_equal(ref->name, name, len)))
 		return ref->pol;
 	ref->pol = NULL;
 	if (len >= NAMEDATALEN)
 		return NULL;
 	ref->pol = rl_policy_find(name, len);
-	ref->generation = policy_generation;
+	ref->generation = rl_policy_generation;
 	ref->len = len;
 	memcpy(ref->name, name, len);
 	ref->request_of = NULL;		/* its request template is made anew */

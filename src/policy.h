@@ -9,6 +9,8 @@
 #define RL_POLICY_H
 
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/inval.h"
 
 #include "compat.h"
 #include "engine.h"
@@ -34,6 +36,12 @@ typedef struct RlPolicyRef
 	RlRequest	request;		/* pol's request without a key */
 } RlPolicyRef;
 
+/* the policy cache's state (policy.c), for rl_policy_ref_again */
+extern rl_hidden bool rl_policy_cache_valid;
+extern rl_hidden uint32 rl_policy_generation;
+extern rl_hidden Oid rl_policy_reader;
+extern rl_hidden Oid rl_policy_allowed;
+
 extern void rl_policy_init(void);
 extern const RlPolicy *rl_policy_find(const char *name, int len);
 extern const RlPolicy *rl_policy_get(text *name);
@@ -49,8 +57,49 @@ extern void rl_policy_request_in(const RlPolicy *pol, const char *key,
 								 int keylen, char *buf, RlRequest *req);
 extern void rl_policy_request_ref(RlPolicyRef *ref, const char *key,
 								  int keylen, char *buf, RlRequest *req);
+extern void rl_policy_request_placed(RlPolicyRef *ref, char *buf, int keylen,
+									 RlRequest *req);
+extern bool rl_policy_request_reusable(const RlPolicyRef *ref);
 extern void rl_policy_args(FunctionCallInfo fcinfo, RlPolicyRef *ref,
 						   char *buf, int key_arg, int policy_arg, int at_arg,
 						   int cost_arg, RlRequest *req);
+
+/*
+ * The policy ref found last, as rl_policy_find_ref with the same name
+ * would return it, in the usual case: the cache is still the one it was
+ * found in once committed changes are taken in (AcceptInvalidationMessages,
+ * as every lookup), and the role using it the one it was read as or the
+ * one allowed last.  NULL otherwise: rl_policy_find_ref decides (#9: a
+ * quota trigger, whose ref always names the same policy, checks on every
+ * row without a call's frame or a comparison of the name).
+ */
+static inline const RlPolicy *
+rl_policy_ref_again(const RlPolicyRef *ref)
+{
+	Oid			role;
+
+	AcceptInvalidationMessages();
+	role = GetUserId();
+	if (likely(rl_policy_cache_valid && ref->pol != NULL &&
+			   ref->generation == rl_policy_generation &&
+			   (role == rl_policy_reader || role == rl_policy_allowed)))
+		return ref->pol;
+	return NULL;
+}
+
+/*
+ * The part of a request under pol that follows its key's length, its key
+ * written in place (rl_policy_request_placed): the stored key's length,
+ * and a calendar window's bounds (calendar: it follows the
+ * ratelimit.time_zone of each call).
+ */
+static inline void
+rl_policy_request_rekey(const RlPolicy *pol, bool calendar, int keylen,
+						RlRequest *req)
+{
+	req->keylen = pol->namelen + 1 + keylen;
+	if (calendar)
+		rl_policy_period(pol, pol->anchor, &req->params);
+}
 
 #endif							/* RL_POLICY_H */

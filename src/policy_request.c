@@ -55,12 +55,27 @@ request_calendar(const RlPolicy *pol)
 }
 
 /*
- * The key's part of a request whose policy's part is written: the stored
- * key is the policy's name, a NUL byte and the key (text never contains
- * NUL, so policies never share state with each other or with direct
- * calls), written into buf (room for NAMEDATALEN + keylen bytes), the key
- * checked first; a calendar window's bounds (calendar: it follows the
- * setting) and the key's override.
+ * The key's part of a request whose policy's part is written, its stored
+ * key in buf: the policy's name, a NUL byte and keylen bytes of key (text
+ * never contains NUL, so policies never share state with each other or
+ * with direct calls); a calendar window's bounds (calendar: it follows
+ * the setting) and the key's override.
+ */
+static inline void
+request_placed(const RlPolicy *pol, bool calendar, char *buf, int keylen,
+			   RlRequest *req)
+{
+	req->key = buf;
+	req->policy = buf;			/* the stored key starts with it */
+	rl_policy_request_rekey(pol, calendar, keylen, req);
+	if (unlikely(pol->overrides != NULL))
+		rl_override_apply(pol, buf + pol->namelen + 1, keylen, req);
+}
+
+/*
+ * request_placed for a key of the caller's: the key checked first, then
+ * written into buf (room for NAMEDATALEN + keylen bytes) after the
+ * policy's name.
  */
 static inline void
 request_key(const RlPolicy *pol, bool calendar, const char *key, int keylen,
@@ -70,13 +85,7 @@ request_key(const RlPolicy *pol, bool calendar, const char *key, int keylen,
 		rl_arg_key_too_long(keylen);
 	memcpy(buf, pol->name, pol->namelen + 1);
 	memcpy(buf + pol->namelen + 1, key, keylen);
-	req->key = buf;
-	req->keylen = pol->namelen + 1 + keylen;
-	req->policy = buf;			/* the stored key starts with it */
-	if (calendar)
-		rl_policy_period(pol, pol->anchor, &req->params);
-	if (unlikely(pol->overrides != NULL))
-		rl_override_apply(pol, key, keylen, req);
+	request_placed(pol, calendar, buf, keylen, req);
 }
 
 /*
@@ -93,14 +102,12 @@ rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
 }
 
 /*
- * rl_policy_request_in under the policy ref found (rl_policy_find_ref,
- * not NULL), from its request template: the policy's part of every
- * request of it, made once per policy found (#9), not at each call; only
- * the key's part is written.
+ * Make the request template of the policy ref found (rl_policy_find_ref,
+ * not NULL) if it has none: the policy's part of every request of it,
+ * made once per policy found (#9), not at each call.
  */
-void
-rl_policy_request_ref(RlPolicyRef *ref, const char *key, int keylen,
-					  char *buf, RlRequest *req)
+static inline void
+request_template(RlPolicyRef *ref)
 {
 	if (unlikely(ref->request_of != ref->pol))
 	{
@@ -108,8 +115,48 @@ rl_policy_request_ref(RlPolicyRef *ref, const char *key, int keylen,
 		ref->calendar = request_calendar(ref->pol);
 		ref->request_of = ref->pol;
 	}
+}
+
+/*
+ * rl_policy_request_in under the policy ref found, from its request
+ * template: only the key's part is written.
+ */
+void
+rl_policy_request_ref(RlPolicyRef *ref, const char *key, int keylen,
+					  char *buf, RlRequest *req)
+{
+	request_template(ref);
 	*req = ref->request;
 	request_key(ref->pol, ref->calendar, key, keylen, buf, req);
+}
+
+/*
+ * rl_policy_request_ref for a stored key the caller wrote in place (#9: a
+ * quota trigger builds its row's key there): buf holds the policy's name,
+ * a NUL and keylen bytes of key (checked).
+ */
+void
+rl_policy_request_placed(RlPolicyRef *ref, char *buf, int keylen,
+						 RlRequest *req)
+{
+	request_template(ref);
+	*req = ref->request;
+	request_placed(ref->pol, ref->calendar, buf, keylen, req);
+}
+
+/*
+ * May a request made by rl_policy_request_placed serve the next keys of
+ * the same policy found, each written in place over the last, with only
+ * rl_policy_request_rekey (#9: a quota trigger's rows, without a copy of
+ * the template each)?  Only if nothing else in it depends on the key: the
+ * policy has no overrides, and one limit (rl_decide_limits writes the
+ * binding limit into its request).  The caller sets what is its own (the
+ * time, the priority, tracking) at each call.
+ */
+bool
+rl_policy_request_reusable(const RlPolicyRef *ref)
+{
+	return ref->pol->overrides == NULL && ref->pol->nlimits == 0;
 }
 
 /*

@@ -105,6 +105,14 @@ static RlTarget **buckets = NULL;
 static uint32 bucket_mask = 0;
 static uint32 ntargets = 0;
 static RlLevel *levels = NULL;	/* innermost first */
+
+/*
+ * The current (sub)transaction's id while the transaction tracks: read at
+ * its first tracked call, then followed by the subtransaction callback (a
+ * start makes it the new one's, a commit or an abort its parent's), so
+ * that a tracked call tells its level without a call (#9).
+ */
+static SubTransactionId current_subid = InvalidSubTransactionId;
 static RlAmount *free_amounts = NULL;
 static RlLevel *free_levels = NULL;
 static bool callbacks_registered = false;
@@ -150,20 +158,7 @@ refund_begin(void)
 									 RL_TARGETS_FIRST * sizeof(RlTarget *));
 	bucket_mask = RL_TARGETS_FIRST - 1;
 	ntargets = 0;
-}
-
-/*
- * The target of that key (its hash computed), or NULL.
- */
-static inline RlTarget *
-target_find(const RlTargetKey *id, uint64 hash)
-{
-	RlTarget   *t;
-
-	for (t = buckets[hash & bucket_mask]; t != NULL; t = t->hnext)
-		if (t->hash == hash && rl_refund_target_same(&t->id, id))
-			return t;
-	return NULL;
+	current_subid = GetCurrentSubTransactionId();
 }
 
 /*
@@ -201,19 +196,26 @@ targets_grow(void)
 }
 
 /*
- * A new target of that key (copied: a target never points at the caller's
- * key), its hash computed, with no amounts yet.
+ * A new target, the state a receipt of a request reaches (its key copied:
+ * a target never points at the request's), its hash computed, with no
+ * amounts yet.
  */
-static RlTarget *
-target_add(const RlTargetKey *id, uint64 hash)
+static pg_noinline RlTarget *
+target_add(const RlRequest *req, const RlReceipt *r, uint64 hash)
 {
 	RlTarget   *t = MemoryContextAlloc(refund_cxt, sizeof(RlTarget));
-	char	   *key = MemoryContextAlloc(refund_cxt, Max(id->keylen, 1));
+	char	   *key = MemoryContextAlloc(refund_cxt, Max(req->keylen, 1));
 
-	memcpy(key, id->key, id->keylen);
-	t->id = *id;
+	memcpy(key, req->key, req->keylen);
+	memset(&t->id, 0, sizeof(t->id));
 	t->id.key = key;
-	t->id.kind = rl_refund_kind(id->algo, id->flags);
+	t->id.keylen = req->keylen;
+	t->id.dbid = req->dbid;
+	t->id.algo = req->algo;
+	t->id.engine = r->engine;
+	t->id.flags = r->flags;
+	t->id.incarnation = r->incarnation;
+	t->id.kind = rl_refund_kind(req->algo, r->flags);
 	t->amounts = NULL;
 	t->batch = batch;
 	t->hash = hash;
@@ -255,8 +257,10 @@ refund_forget(void)
 static RlLevel *
 current_level(void)
 {
-	SubTransactionId subid = GetCurrentSubTransactionId();
+	SubTransactionId subid = current_subid;
 	RlLevel    *level;
+
+	Assert(subid == GetCurrentSubTransactionId());
 
 	if (levels != NULL && levels->subid == subid)
 		return levels;
@@ -275,24 +279,17 @@ current_level(void)
 }
 
 /*
- * The amount of the target for the current level and p's class: the one
- * it has (moved first in the target's list, so that a run of calls finds
- * it at once), else a new one.
+ * The amount of the target for the current level and p's class, when it
+ * is not the latest used (track_receipt's test): the one it has (moved
+ * first in the target's list, so that a run of calls finds it at once),
+ * else a new one.
  */
-static RlAmount *
+static pg_noinline RlAmount *
 amount_for(RlTarget *target, const RlParams *p)
 {
-	RlAmount   *a = target->amounts;
-	RlLevel    *level;
+	RlLevel    *level = current_level();
+	RlAmount   *a = rl_refund_find(target, level, p);
 
-	/* the usual case: the latest used amount is the one */
-	if (a != NULL && a->level == levels &&
-		levels->subid == GetCurrentSubTransactionId() &&
-		rl_refund_same_class(target, &a->params, p))
-		return a;
-
-	level = current_level();
-	a = rl_refund_find(target, level, p);
 	if (a != NULL)
 	{
 		rl_refund_unlink(a);
@@ -370,37 +367,49 @@ lease_current(RlTarget *target, uint64 incarnation)
 	return true;
 }
 
-/* Remember one receipt of the request. */
-static void
+/*
+ * A remote refund may be queued and sent as the session exits: register
+ * the exit callback that sends it, once.
+ */
+static pg_noinline void
+refund_exit_register(void)
+{
+	on_shmem_exit(refund_exit, (Datum) 0);
+	exit_registered = true;
+}
+
+/*
+ * Remember one receipt of the request.  Inline, the usual call (a run of
+ * calls on keys already tracked in this level: a quota trigger's rows)
+ * without a frame or a call (#9): the target found in the table by the
+ * receipt's hash and compared with the request and receipt as they are,
+ * its latest used amount taken if it is the level's and of the class; the
+ * rest out of line.
+ */
+static inline void
 track_receipt(const RlRequest *req, const RlReceipt *r)
 {
-	RlTargetKey id;
+	uint64		hash = rl_refund_target_hash(req, r);
 	RlTarget   *target;
-	uint64		hash;
+	RlAmount   *a;
 
-	memset(&id, 0, sizeof(id));
-	id.key = req->key;
-	id.keylen = req->keylen;
-	id.dbid = req->dbid;
-	id.algo = req->algo;
-	id.engine = r->engine;
-	id.flags = r->flags;
-	id.incarnation = r->incarnation;
-	hash = rl_refund_target_hash(&id, r);
-	target = target_find(&id, hash);
-	if (target == NULL)
-		target = target_add(&id, hash);
-	else if ((r->flags & RL_RECEIPT_TIMELESS) &&
+	for (target = buckets[hash & bucket_mask]; target != NULL;
+		 target = target->hnext)
+		if (target->hash == hash && rl_refund_target_is(target, req, r))
+			break;
+	if (unlikely(target == NULL))
+		target = target_add(req, r, hash);
+	else if (unlikely(r->flags & RL_RECEIPT_TIMELESS) &&
 			 !lease_current(target, r->incarnation))
 		return;
-	/* a remote refund may be queued and sent as the session exits */
-	if ((r->flags & RL_RECEIPT_REMOTE) && !exit_registered)
-	{
-		on_shmem_exit(refund_exit, (Datum) 0);
-		exit_registered = true;
-	}
-	(void) rl_refund_add(amount_for(target, &r->params), &r->params, r->time,
-						 r->params.cost, false);
+	if (unlikely(r->flags & RL_RECEIPT_REMOTE) && !exit_registered)
+		refund_exit_register();
+	a = target->amounts;
+	if (unlikely(a == NULL || a->level != levels ||
+				 levels->subid != current_subid ||
+				 !rl_refund_same_class(target, &a->params, &r->params)))
+		a = amount_for(target, &r->params);
+	(void) rl_refund_add(a, &r->params, r->time, r->params.cost, false);
 }
 
 /*
@@ -412,9 +421,12 @@ rl_refund_track(const RlRequest *req, const RlReceipt *receipts, int n)
 {
 	int			i;
 
-	if (n == 0)
-		return;
-	refund_begin();
+	if (unlikely(buckets == NULL))
+	{
+		if (n == 0)
+			return;
+		refund_begin();
+	}
 	for (i = 0; i < n; i++)
 		track_receipt(req, &receipts[i]);
 }
@@ -677,14 +689,20 @@ refund_xact_callback(XactEvent event, void *arg)
 }
 
 /*
- * At the end of a subtransaction: refund what it consumed if it aborted,
- * pass it to its parent if it committed.  Only the innermost level can be
- * the subtransaction's: one that consumed nothing has none.
+ * At the start of a subtransaction: it is the current one.  At its end:
+ * its parent is, and what it consumed is refunded if it aborted, passed to
+ * its parent if it committed.  Only the innermost level can be the
+ * subtransaction's: one that consumed nothing has none.
  */
 static void
 refund_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						SubTransactionId parentSubid, void *arg)
 {
+	if (event == SUBXACT_EVENT_START_SUB)
+		current_subid = mySubid;
+	else if (event == SUBXACT_EVENT_COMMIT_SUB ||
+			 event == SUBXACT_EVENT_ABORT_SUB)
+		current_subid = parentSubid;
 	if (levels == NULL || levels->subid != mySubid)
 		return;
 	switch (event)

@@ -88,6 +88,23 @@ rl_refund_append(RlAmount *a, const RlParams *p, int64 t, int64 cost,
 	return true;
 }
 
+/*
+ * Do times t and u fall in the same window of parameters p?  Out of line
+ * (#9): rl_refund_add's other cases, inline in every tracked call, take
+ * no address of a local, so their callers need no stack protector.
+ */
+bool
+rl_refund_same_window(const RlParams *p, int64 t, int64 u)
+{
+	int64		ts,
+				us,
+				end;
+
+	rl_window_bounds(p, t, &ts, &end);
+	rl_window_bounds(p, u, &us, &end);
+	return ts == us;
+}
+
 /* Put the amount first in its target's list. */
 void
 rl_refund_link(RlAmount *a)

@@ -112,40 +112,35 @@ extern void rl_refund_unlink(RlAmount *a);
 extern RlAmount *rl_refund_find(RlTarget *target, RlLevel *level,
 								const RlParams *p);
 extern bool rl_refund_merge(RlAmount *a, RlAmount *b);
+extern bool rl_refund_same_window(const RlParams *p, int64 t, int64 u);
 
 /*
- * The hash of a target's key, from a receipt of it: the key's hash (the
- * engine's when the receipt carries it, #9: the store hashed the key
- * already), the rest mixed in (a lease target's incarnation is not part
- * of its key, see RlTargetKey).  A trigger row looks its target up.
+ * The hash of the target a receipt of a request reaches (rl_refund_track:
+ * without building its key first, #9): its key's, the engine's when the
+ * receipt carries it (the store hashed the key already), else computed as
+ * the store does.  A key's targets of other incarnations or engines (rare
+ * in one transaction) share its bucket, told apart by rl_refund_target_is.
  */
 static inline uint64
-rl_refund_target_hash(const RlTargetKey *k, const RlReceipt *r)
+rl_refund_target_hash(const RlRequest *req, const RlReceipt *r)
 {
-	uint64		h;
-
-	/* the key's hash: the engine's, or as the store computes it */
-	if (r->flags & RL_RECEIPT_KEYHASH)
-		h = r->keyhash;
-	else
-		h = rl_key_hash(k->key, k->keylen,
-						((uint64) k->dbid << 8) | (uint64) k->algo);
-	h ^= (((uint64) k->flags << 8) | (uint64) k->engine) * RL_KEYHASH_M2;
-	if (!(k->flags & RL_RECEIPT_TIMELESS))
-		h ^= k->incarnation * RL_KEYHASH_M3;
-	return h;
+	if (likely(r->flags & RL_RECEIPT_KEYHASH))
+		return r->keyhash;
+	return rl_key_hash(req->key, req->keylen,
+					   ((uint64) req->dbid << 8) | (uint64) req->algo);
 }
 
-/* Do two targets' keys name the same state? */
+/* Is the target's key the state a receipt of a request reaches? */
 static inline bool
-rl_refund_target_same(const RlTargetKey *a, const RlTargetKey *b)
+rl_refund_target_is(const RlTarget *t, const RlRequest *req,
+					const RlReceipt *r)
 {
-	return a->keylen == b->keylen && a->dbid == b->dbid &&
-		a->algo == b->algo && a->engine == b->engine &&
-		a->flags == b->flags &&
-		(a->incarnation == b->incarnation ||
-		 (a->flags & RL_RECEIPT_TIMELESS)) &&
-		rl_key_equal(a->key, b->key, a->keylen);
+	return t->id.keylen == req->keylen && t->id.dbid == req->dbid &&
+		t->id.algo == req->algo && t->id.engine == r->engine &&
+		t->id.flags == r->flags &&
+		(t->id.incarnation == r->incarnation ||
+		 (r->flags & RL_RECEIPT_TIMELESS)) &&
+		rl_key_equal(t->id.key, req->key, req->keylen);
 }
 
 /*
@@ -187,15 +182,7 @@ rl_refund_same_time(const RlTarget *target, const RlParams *p, int64 t,
 	switch ((RlTargetKind) target->id.kind)
 	{
 		case RL_TARGET_WINDOW:
-			{
-				int64		ts,
-							us,
-							end;
-
-				rl_window_bounds(p, t, &ts, &end);
-				rl_window_bounds(p, u, &us, &end);
-				return ts == us;
-			}
+			return rl_refund_same_window(p, t, u);
 		case RL_TARGET_EXACT:
 			return t == u;
 		default:

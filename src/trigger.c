@@ -47,7 +47,10 @@
  * way down), the composites' relations and the types' syscache hash
  * values, and the callbacks mark it stale on any of them too.  The policy
  * is remembered as the policy cache's RlPolicyRef, which a change to
- * rl_policy makes stale.  A stale info may still be in use
+ * rl_policy makes stale.  A row that runs no SQL has its key built in
+ * place in the info's stored key (after the policy's name, written once)
+ * and its request made in the info, once per policy found: another row
+ * only writes its key's part (#9).  A stale info may still be in use
  * by an rl_enforce call further up the stack (a cost expression can write
  * to the table): it is retired, and freed once no call uses it.
  *
@@ -110,6 +113,18 @@ typedef struct RlTriggerInfo
 	char	   *policy;			/* the policy's name (first argument) */
 	int			policylen;
 	RlPolicyRef policy_ref;		/* the policy it found */
+	char	   *stored;			/* the stored key of its rows: the policy's
+								 * name and a NUL, written once, then a
+								 * row's key, built in place (#9) */
+	int			head;			/* where the key starts in stored */
+	RlRequest	row;			/* the request of its rows that run no SQL
+								 * (rl_policy_request_placed), made in
+								 * place over the last one (#9) */
+	uint32		row_generation; /* policy_ref's generation when row was
+								 * made */
+	bool		row_reusable;	/* row serves the next rows of that
+								 * policy found, with only their key's
+								 * part written */
 	int			nkeys;
 	RlKeyColumn *keys;			/* the key columns, in argument order */
 	char	   *exprs[RL_NUM_EXPRS];	/* after "cost =" (RL_EXPR_COST) or
@@ -387,6 +402,11 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 				 errhint(USAGE_HINT)));
 	info->policy = pstrdup(tg->tgargs[0]);
 	info->policylen = strlen(info->policy);
+	/* a longer name finds no policy: the row's error says so */
+	info->head = Min(info->policylen, NAMEDATALEN - 1) + 1;
+	info->stored = palloc(RL_MAX_STORED_KEY);
+	memcpy(info->stored, info->policy, info->head - 1);
+	info->stored[info->head - 1] = '\0';
 	info->keys = palloc(sizeof(RlKeyColumn) * (tg->tgnargs - 1));
 	for (i = 1; i < tg->tgnargs; i++)
 	{
@@ -447,9 +467,10 @@ trigger_parse_args(RlTriggerCall *call, RlTriggerInfo *info)
 
 /*
  * Resolve the trigger afresh from its arguments and its table's current
- * definition, and make that its info.  Retires the info it replaces.
+ * definition, and make that its info.  Retires the info it replaces.  Out
+ * of line: rl_enforce's row does not carry its frame (#9).
  */
-static RlTriggerInfo *
+static pg_noinline RlTriggerInfo *
 trigger_info_resolve(RlTriggerCall *call)
 {
 	Oid			tgoid = call->tg->tgoid;
@@ -581,34 +602,40 @@ enforce_slot(RlTriggerCall *call, const RlTriggerInfo *info,
 }
 
 /*
- * Decide the row under the trigger's policy; PT429 if denied.  The
- * expressions run first: they may run SQL that reads the policies again,
- * which would free the policy a request points into.
+ * Decide the row under the trigger's policy; PT429 if denied.  The row's
+ * key is built in stored, after the policy's name and NUL (info->head
+ * bytes, there already), and its request made in req: in place, the info's
+ * own (in_place: a row that runs no SQL, so no other row of the trigger
+ * can run until it is decided), made once per policy found and then only
+ * its key's part written when nothing else depends on the key (#9); or
+ * afresh.  The expressions run first: they may run SQL that reads the
+ * policies again, which would free the policy a request points into.
  */
-static void
-enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
+static pg_attribute_always_inline void
+enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
+			TupleTableSlot *slot, bool in_place, char *stored, RlRequest *req)
 {
 	const RlPolicy *pol;
+	RlPolicyRef *ref = &info->policy_ref;
 	RlKeyBuf	kb;
-	char		stored[RL_MAX_STORED_KEY];
-	RlRequest	req;
 	RlDecision	d;
 	int64		cost = 0;
 	uint8		priority = RL_PRIORITY_NONE;
+	bool		reused;
 
-	if (info->plans[RL_EXPR_COST] != NULL)
+	/* a row in place runs no SQL: it has no expressions */
+	if (!in_place && info->plans[RL_EXPR_COST] != NULL)
 		cost = rl_row_cost(call, info->exprs[RL_EXPR_COST],
 						   info->plans[RL_EXPR_COST], tuple);
-	if (info->plans[RL_EXPR_PRIORITY] != NULL)
+	if (!in_place && info->plans[RL_EXPR_PRIORITY] != NULL)
 		priority = rl_row_priority(call, info->exprs[RL_EXPR_PRIORITY],
 								   info->plans[RL_EXPR_PRIORITY], tuple);
-	rl_key_build(info->keys, info->nkeys, tuple, RelationGetDescr(call->rel),
-				 &kb);
-	if (kb.len > RL_MAX_KEY_LEN)
-		rl_arg_key_too_long(kb.len);
+	kb.data = stored + info->head;
+	rl_key_build(info->keys, info->nkeys, slot, &kb);
 
-	pol = rl_policy_find_ref(&info->policy_ref, info->policy,
-							 info->policylen);
+	pol = rl_policy_ref_again(ref);
+	if (unlikely(pol == NULL))
+		pol = rl_policy_find_ref(ref, info->policy, info->policylen);
 	if (pol == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -616,27 +643,42 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 						info->policy, call->tg->tgname,
 						RelationGetRelationName(call->rel)),
 				 errhint("Policies are the rows of table rl_policy.")));
-	rl_policy_request_ref(&info->policy_ref, kb.data, kb.len, stored, &req);
-	req.priority = priority;
-	if (rl_algo_holds(req.algo))
+	Assert(pol->namelen + 1 == info->head);
+	reused = in_place && likely(info->row_reusable &&
+								info->row_generation == ref->generation);
+	if (reused)
+		rl_policy_request_rekey(pol, ref->calendar, kb.len, req);
+	else
 	{
-		enforce_slot(call, info, pol, &req, &kb);
+		rl_policy_request_placed(ref, stored, kb.len, req);
+		if (in_place)
+		{
+			/* a concurrency limit's row takes a slot: never reused */
+			info->row_generation = ref->generation;
+			info->row_reusable = rl_policy_request_reusable(ref) &&
+				!rl_algo_holds(req->algo);
+		}
+	}
+	req->priority = priority;
+	if (!reused && rl_algo_holds(req->algo))
+	{
+		enforce_slot(call, info, pol, req, &kb);
 		return;
 	}
-	if (info->plans[RL_EXPR_COST] != NULL)
+	if (!in_place && info->plans[RL_EXPR_COST] != NULL)
 	{
-		req.params.cost = cost;
-		rl_arg_cost(req.params.cost);
-		rl_cost_check(req.algo, &req.params);
+		req->params.cost = cost;
+		rl_arg_cost(req->params.cost);
+		rl_cost_check(req->algo, &req->params);
 	}
 
-	req.at = trigger_time();
+	req->at = trigger_time();
 	/* what an admitted row consumed goes back if its transaction aborts */
-	req.track = true;
-	rl_decide_policy(&req, &d);
+	req->track = true;
+	rl_decide_policy(req, &d);
 	if (!d.out.allowed)
 	{
-		Interval   *per = rl_per_interval(&req.params);
+		Interval   *per = rl_per_interval(&req->params);
 
 		/* a shed row: its priority and what it must leave free say why */
 		ereport(ERROR,
@@ -645,19 +687,46 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple)
 				 d.out.shed ?
 				 errdetail("Key \"%s\" is shed: at priority \"%s\" a row must leave " INT64_FORMAT " of the capacity of " INT64_FORMAT " free (reserve %g); this row costs " INT64_FORMAT ".",
 						   pnstrdup(kb.data, kb.len),
-						   rl_shed_priority_name(req.priority),
-						   rl_shed_headroom(&req),
-						   rl_algo_capacity(req.algo, &req.params),
-						   (double) req.reserve / RL_SHED_WHOLE,
-						   req.params.cost) :
+						   rl_shed_priority_name(req->priority),
+						   rl_shed_headroom(req),
+						   rl_algo_capacity(req->algo, &req->params),
+						   (double) req->reserve / RL_SHED_WHOLE,
+						   req->params.cost) :
 				 errdetail("Key \"%s\" may use " INT64_FORMAT " per %s; this row costs " INT64_FORMAT ".",
-						   pnstrdup(kb.data, kb.len), req.params.limit,
+						   pnstrdup(kb.data, kb.len), req->params.limit,
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(per))),
-						   req.params.cost),
+						   req->params.cost),
 				 errhint("Retry after %.0f seconds.", ceil(d.out.retry_after)),
 				 errtable(call->rel)));
 	}
+}
+
+/*
+ * enforce_row for a row that may run SQL (its expressions, an output
+ * function): the info counted as in use meanwhile (SQL may replace it, see
+ * trigger_cache_sweep), its request made on the stack (a row of the same
+ * trigger may run inside it).  Out of line: rl_enforce's usual row carries
+ * no PG_TRY frame.
+ */
+static pg_noinline void
+enforce_row_sql(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
+				TupleTableSlot *slot)
+{
+	char		stored[RL_MAX_STORED_KEY];
+	RlRequest	req;
+
+	memcpy(stored, info->stored, info->head);
+	info->use_count++;
+	PG_TRY();
+	{
+		enforce_row(call, info, tuple, slot, false, stored, &req);
+	}
+	PG_FINALLY();
+	{
+		info->use_count--;
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -673,6 +742,7 @@ rl_enforce(PG_FUNCTION_ARGS)
 	ErrorContextCallback errcallback;
 	RlTriggerInfo *info;
 	HeapTuple	tuple;
+	TupleTableSlot *slot;
 
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		ereport(ERROR,
@@ -680,9 +750,8 @@ rl_enforce(PG_FUNCTION_ARGS)
 				 errmsg("rl_enforce must be called as a trigger")));
 	call.tg = trigdata->tg_trigger;
 	call.rel = trigdata->tg_relation;
+	/* expr and cost_expr are set before a phase that reads them */
 	call.phase = COST_NONE;
-	call.expr = RL_EXPR_COST;
-	call.cost_expr = NULL;
 	errcallback.callback = trigger_error_callback;
 	errcallback.arg = &call;
 	errcallback.previous = error_context_stack;
@@ -697,26 +766,21 @@ rl_enforce(PG_FUNCTION_ARGS)
 	if (unlikely(fcinfo->flinfo->fn_extra == NULL))
 		rl_require_store();
 
-	tuple = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
-		trigdata->tg_newtuple : trigdata->tg_trigtuple;
-	info = trigger_info_get(&call, fcinfo->flinfo);
-	/* an expression writing to the table may replace info meanwhile */
-	if (!info->runs_sql)
-		enforce_row(&call, info, tuple);
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		tuple = trigdata->tg_newtuple;
+		slot = trigdata->tg_newslot;
+	}
 	else
 	{
-		/* SQL run meanwhile may replace info (see trigger_cache_sweep) */
-		info->use_count++;
-		PG_TRY();
-		{
-			enforce_row(&call, info, tuple);
-		}
-		PG_FINALLY();
-		{
-			info->use_count--;
-		}
-		PG_END_TRY();
+		tuple = trigdata->tg_trigtuple;
+		slot = trigdata->tg_trigslot;
 	}
+	info = trigger_info_get(&call, fcinfo->flinfo);
+	if (likely(!info->runs_sql))
+		enforce_row(&call, info, tuple, slot, true, info->stored, &info->row);
+	else
+		enforce_row_sql(&call, info, tuple, slot);
 
 	error_context_stack = errcallback.previous;
 	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))

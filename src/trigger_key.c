@@ -141,72 +141,6 @@ key_add(RlKeyBuf *kb, const char *bytes, int n)
 	kb->len += n;
 }
 
-/*
- * Append an integer in decimal (as int8out writes it), straight into the
- * key: its digits counted first, then written from the last, two at a
- * time from a table (#9: a quota trigger's integer key column is written
- * on every row, and one division per digit, then a copy, cost about 100
- * instructions on a five-digit id), in unsigned arithmetic so that the
- * smallest value has its digits too.
- */
-static void
-key_add_int(RlKeyBuf *kb, int64 value)
-{
-	static const char pairs[] =
-		"0001020304050607080910111213141516171819"
-		"2021222324252627282930313233343536373839"
-		"4041424344454647484950515253545556575859"
-		"6061626364656667686970717273747576777879"
-		"8081828384858687888990919293949596979899";
-	static const uint64 powers[20] = {
-		UINT64CONST(1), UINT64CONST(10), UINT64CONST(100),
-		UINT64CONST(1000), UINT64CONST(10000), UINT64CONST(100000),
-		UINT64CONST(1000000), UINT64CONST(10000000),
-		UINT64CONST(100000000), UINT64CONST(1000000000),
-		UINT64CONST(10000000000), UINT64CONST(100000000000),
-		UINT64CONST(1000000000000), UINT64CONST(10000000000000),
-		UINT64CONST(100000000000000), UINT64CONST(1000000000000000),
-		UINT64CONST(10000000000000000), UINT64CONST(100000000000000000),
-		UINT64CONST(1000000000000000000), UINT64CONST(10000000000000000000)
-	};
-	uint64		u = value < 0 ? -(uint64) value : (uint64) value;
-	uint64		v = u | 1;		/* as many digits, and not zero */
-	int			n;
-	char	   *p;
-
-	/*
-	 * Digits (1 to 20) without a loop (#9): bits * log10(2) (1233 / 4096
-	 * from below) is the count of digits of 2^(bits - 1) or one less, the
-	 * powers of ten tell which.
-	 */
-	n = ((pg_leftmost_one_pos64(v) + 1) * 1233) >> 12;
-	n += v >= powers[n];
-	if (value < 0)
-		n++;
-	if (n > RL_MAX_KEY_LEN - kb->len)
-	{
-		kb->len += n;			/* too long: counted, not written */
-		return;
-	}
-	kb->len += n;
-	p = kb->data + kb->len;
-	while (u >= 100)
-	{
-		p -= 2;
-		memcpy(p, &pairs[(u % 100) * 2], 2);
-		u /= 100;
-	}
-	if (u >= 10)
-	{
-		p -= 2;
-		memcpy(p, &pairs[u * 2], 2);
-	}
-	else
-		*--p = (char) ('0' + u);
-	if (value < 0)
-		*--p = '-';
-}
-
 /* Append n bytes in lower-case hex. */
 static void
 key_add_hex(RlKeyBuf *kb, const unsigned char *bytes, int n)
@@ -358,27 +292,10 @@ key_add_other(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
 static pg_attribute_always_inline void
 key_add_value(RlKeyBuf *kb, const RlKeyColumn *col, Datum value)
 {
-	int64		i;
-
-	switch (col->kind)
-	{
-		case RL_KEY_INT2:
-			i = DatumGetInt16(value);
-			break;
-		case RL_KEY_INT4:
-			i = DatumGetInt32(value);
-			break;
-		case RL_KEY_INT8:
-			i = DatumGetInt64(value);
-			break;
-		case RL_KEY_OID:
-			i = DatumGetObjectId(value);
-			break;
-		default:
-			key_add_other(kb, col, value);
-			return;
-	}
-	key_add_int(kb, i);
+	if (col->kind <= RL_KEY_OID)
+		rl_key_add_int(kb, rl_key_int(col->kind, value));
+	else
+		key_add_other(kb, col, value);
 }
 
 /*
@@ -400,13 +317,12 @@ fixed_settings_begin(void)
 }
 
 /*
- * Build the key of a row from its key columns, in order, joined with ':'
- * (a NULL giving an empty part).  kb->len past RL_MAX_KEY_LEN: the key
- * would be that long, and is refused by the caller.
+ * rl_key_build's general case: any number of columns of any kind; a key
+ * past RL_MAX_KEY_LEN is refused (22001) once built.
  */
 void
-rl_key_build(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
-			 TupleDesc tupdesc, RlKeyBuf *kb)
+rl_key_build_columns(const RlKeyColumn *cols, int ncols,
+					 TupleTableSlot *slot, RlKeyBuf *kb)
 {
 	int			level = -1;
 	int			i;
@@ -419,7 +335,7 @@ rl_key_build(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
 
 		if (i > 0)
 			key_add(kb, ":", 1);
-		value = heap_getattr(tuple, cols[i].attnum, tupdesc, &isnull);
+		value = slot_getattr(slot, cols[i].attnum, &isnull);
 		if (isnull)
 			continue;
 		if (cols[i].kind == RL_KEY_OTHER && level < 0)
@@ -428,6 +344,8 @@ rl_key_build(const RlKeyColumn *cols, int ncols, HeapTuple tuple,
 	}
 	if (level >= 0)
 		AtEOXact_GUC(true, level);
+	if (kb->len > RL_MAX_KEY_LEN)
+		rl_arg_key_too_long(kb->len);
 }
 
 /*
