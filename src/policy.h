@@ -53,10 +53,6 @@ extern uint32 rl_policy_changes(void);
 extern bool rl_policy_any_remote(void);
 extern void rl_policy_request(const RlPolicy *pol, text *key,
 							  RlRequest *req);
-extern void rl_policy_request_in(const RlPolicy *pol, const char *key,
-								 int keylen, char *buf, RlRequest *req);
-extern void rl_policy_request_ref(RlPolicyRef *ref, const char *key,
-								  int keylen, char *buf, RlRequest *req);
 extern void rl_policy_request_placed(RlPolicyRef *ref, char *buf, int keylen,
 									 RlRequest *req);
 extern bool rl_policy_request_reusable(const RlPolicyRef *ref);

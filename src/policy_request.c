@@ -93,7 +93,7 @@ request_key(const RlPolicy *pol, bool calendar, const char *key, int keylen,
  * request_key): the stored key written into buf (room for NAMEDATALEN +
  * keylen bytes).
  */
-void
+static void
 rl_policy_request_in(const RlPolicy *pol, const char *key, int keylen,
 					 char *buf, RlRequest *req)
 {
@@ -121,7 +121,7 @@ request_template(RlPolicyRef *ref)
  * rl_policy_request_in under the policy ref found, from its request
  * template: only the key's part is written.
  */
-void
+static void
 rl_policy_request_ref(RlPolicyRef *ref, const char *key, int keylen,
 					  char *buf, RlRequest *req)
 {

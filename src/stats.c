@@ -494,18 +494,6 @@ count_in(RlStatsHandle *handle, const RlRequest *req, const RlOutcome *out,
 }
 
 /*
- * Count one decision of a request in the slot the handle points to (see
- * count_in).
- */
-void
-rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
-				  const RlOutcome *out, bool failed, bool shadowed)
-{
-	if (rl_stats != NULL)
-		count_in(handle, req, out, failed, shadowed);
-}
-
-/*
  * Count one decision of a request under an identity other than a policy's
  * or a direct call's of this database (rl_stats_count): with the handle of
  * an entry of a backend-local hash table, dropped when it grows past

@@ -101,9 +101,6 @@ extern void rl_stats_startup(void);
 extern Size rl_stats_shmem_size(void);
 extern void rl_stats_count_any(const RlRequest *req, const RlOutcome *out,
 							   bool failed, bool shadowed);
-extern void rl_stats_count_in(RlStatsHandle *handle, const RlRequest *req,
-							  const RlOutcome *out, bool failed,
-							  bool shadowed);
 extern int	rl_stats_read(Oid dbid, RlStatsRow *out);
 extern void rl_stats_figures(RlStatsFigures *figures);
 extern void rl_stats_clear(void);
