@@ -9,6 +9,7 @@ OBJS = \
 	src/algo_bucket.o \
 	src/algo_log.o \
 	src/algo_slots.o \
+	src/clock.o \
 	src/period.o \
 	src/lua_scripts.o \
 	src/engine_table.o \
@@ -78,7 +79,7 @@ REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
 	refund_aggregate calendar override penalty adjust policy_limits concurrency durable guide priority \
-	concurrency_keys priority_calls call_sites trigger_rows
+	concurrency_keys priority_calls call_sites trigger_rows clock
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf
