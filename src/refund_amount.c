@@ -19,7 +19,8 @@
 #include "refund_int.h"
 
 /*
- * Make room for n pairs in the amount.  Raises an error when memory runs
+ * Make room for n pairs in the amount: the first in the amount itself.
+ * Raises an error when memory runs
  * out, or, with no_oom, returns false with the amount unchanged.
  */
 static bool
@@ -30,6 +31,12 @@ spent_reserve(RlAmount *a, int64 n, bool no_oom)
 
 	if (n <= a->maxspent)
 		return true;
+	if (n == 1)
+	{
+		a->spent = &a->one;
+		a->maxspent = 1;
+		return true;
+	}
 	while (max < n)
 		max *= 2;
 	spent = MemoryContextAllocExtended(a->target->batch->cxt,
@@ -40,7 +47,7 @@ spent_reserve(RlAmount *a, int64 n, bool no_oom)
 		return false;
 	if (a->nspent > 0)
 		memcpy(spent, a->spent, a->nspent * sizeof(RlSpent));
-	if (a->spent != NULL)
+	if (a->spent != NULL && a->spent != &a->one)
 		pfree(a->spent);
 	a->spent = spent;
 	a->maxspent = max;

@@ -73,12 +73,13 @@ typedef struct RlBatch
 
 typedef struct RlTarget
 {
+	uint64		hash;			/* rl_refund_target_hash of id */
+	struct RlTarget *hnext;		/* the next of its bucket (refund.c) */
 	RlTargetKey id;				/* the hash key */
 	RlAmount   *amounts;		/* innermost level first; within a level,
 								 * the latest used first */
 	RlBatch    *batch;			/* the transaction's tracking it is of */
-	struct RlTarget *hnext;		/* the next of its bucket (refund.c) */
-	uint64		hash;			/* rl_refund_target_hash of id */
+	RlAmount   *spare;			/* an amount made with it, not used yet */
 } RlTarget;
 
 struct RlAmount
@@ -94,6 +95,8 @@ struct RlAmount
 	RlSpent    *spent;			/* oldest first */
 	int64		nspent;
 	int64		maxspent;
+	RlSpent		one;			/* spent, while it holds one pair (#9: most
+								 * amounts of a quota trigger's rows) */
 };
 
 /* a (sub)transaction that consumed */
