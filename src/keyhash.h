@@ -85,6 +85,17 @@ rl_key_hash(const char *key, int len, uint64 seed)
 }
 
 /*
+ * The hash of a state's key: its bytes under its database and algorithm.
+ * The store's slot, the refund tracker's targets and a decision's read
+ * ahead (dispatch.c) are all found by it.
+ */
+static inline uint64
+rl_state_hash(Oid dbid, int algo, const char *key, int len)
+{
+	return rl_key_hash(key, len, ((uint64) dbid << 8) | (uint64) algo);
+}
+
+/*
  * Are len bytes at a and b the same?  memcmp inline for short keys (#9: a
  * call of the library's memcmp cost about 40 instructions on a short key,
  * and a decision compares its key once or twice): words, the tail read

@@ -129,8 +129,7 @@ rl_refund_target_hash(const RlRequest *req, const RlReceipt *r)
 {
 	if (likely(r->flags & RL_RECEIPT_KEYHASH))
 		return r->keyhash;
-	return rl_key_hash(req->key, req->keylen,
-					   ((uint64) req->dbid << 8) | (uint64) req->algo);
+	return rl_state_hash(req->dbid, req->algo, req->key, req->keylen);
 }
 
 /* Is the target's key the state a receipt of a request reaches? */

@@ -311,8 +311,7 @@ rl_store_slot(Oid dbid, RlAlgo algo, const char *key, int keylen)
 {
 	RlSlot		slot;
 
-	slot.hash = rl_key_hash(key, keylen,
-							((uint64) dbid << 8) | (uint64) algo);
+	slot.hash = rl_state_hash(dbid, algo, key, keylen);
 	slot.partno = (int) (slot.hash & (uint64) (rl_store->nparts - 1));
 	return slot;
 }
