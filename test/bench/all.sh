@@ -219,6 +219,7 @@ started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
 commit=$(git -c safe.directory="$root" -C "$root" describe --always --dirty 2>/dev/null ||
 	echo "no commit")
 t0=$SECONDS
+busy_share=$(bench_busy_share)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 if has_phase sweep; then
@@ -265,7 +266,7 @@ minutes=$(((SECONDS - t0 + 30) / 60))
 cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
 mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
 machine="$(nproc) CPUs (${cpu:-unknown}), $mem, Linux $(uname -r)"
-busy=$(awk -v l="${load_before%% *}" -v p="$(nproc)" 'BEGIN { print (l > p / 4) ? 1 : "" }')
+busy=$(bench_is_busy "$busy_share")
 
 # ---- the figures ----
 
@@ -641,13 +642,14 @@ fi
 	echo "| | |"
 	echo "|---|---|"
 	echo "| machine | $machine |"
+	echo "| other work before the run | $(awk -v s="$busy_share" 'BEGIN { printf "%.0f%%", 100 * s }') of the CPUs' time over 2 s (busy above 25%) |"
 	echo "| load average | $load_before before, $load_after after |"
 	echo "| source | $commit |"
 	echo "| software | $("$bindir/postgres" --version), redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), pgbench on the same machine |"
 	echo
 	if [ -n "$busy" ]; then
-		echo "**The machine was busy with other work when this run started (load"
-		echo "average above): the figures are noisy.**"
+		echo "**The machine was busy with other work when this run started (its"
+		echo "CPUs' time above): the figures are noisy.**"
 		echo
 	fi
 	echo "## Targets"

@@ -120,20 +120,7 @@ for p in $parts; do
 	esac
 done
 
-# How busy the machine is with other work before the run: the share of
-# its CPU time spent outside idle and I/O wait over two seconds (/proc/stat),
-# nothing of the run's own started yet.  The load average is shown too, but
-# not judged by: it counts tasks in uninterruptible sleep, and on a virtual
-# machine kernel threads keep it near 1 on an idle machine.
-cpu_busy_share() {
-	local a b
-	a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
-	sleep 2
-	b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
-	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
-		t = y[2] - x[2]; printf "%.2f", (t > 0 ? (y[1] - x[1]) / t : 0) }'
-}
-busy_share=$(cpu_busy_share)
+busy_share=$(bench_busy_share)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started_at=$(date -u '+%Y-%m-%d %H:%M UTC')
 port=
@@ -708,7 +695,7 @@ commit=$(git -c safe.directory="$root" -C "$root" describe --always --dirty 2>/d
 	echo "no commit")
 cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)
 mem=$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
-busy=$(awk -v s="$busy_share" 'BEGIN { print (s > 0.25) ? 1 : "" }')
+busy=$(bench_is_busy "$busy_share")
 cc=$(${CC:-gcc} --version 2>/dev/null | head -n 1)
 
 # The instruction table: "case | per call | measured against | above it".

@@ -19,6 +19,26 @@ keys_label() {
 	fi
 }
 
+# How busy the machine is with other work: the share of its CPUs' time
+# spent outside idle and I/O wait over the next two seconds (/proc/stat),
+# printed as a fraction.  Called before a benchmark starts anything of its
+# own.  The load average is not judged by: it counts tasks in
+# uninterruptible sleep, and on a virtual machine kernel threads keep it
+# near 1 on an idle machine.
+bench_busy_share() {
+	local a b
+	a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+	sleep 2
+	b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
+		t = y[2] - x[2]; printf "%.2f", (t > 0 ? (y[1] - x[1]) / t : 0) }'
+}
+
+# Is a busy share (bench_busy_share) busy: above a quarter of the CPUs?
+bench_is_busy() {
+	awk -v s="$1" 'BEGIN { print (s > 0.25) ? 1 : "" }'
+}
+
 # The installation a benchmark runs against, never the system's own: all.sh
 # makes one private copy for all its phases and passes its root in
 # RL_BENCH_PG; a script run on its own makes its own copy here, as the test
