@@ -86,8 +86,7 @@ rl_key_hash(const char *key, int len, uint64 seed)
 
 /*
  * The hash of a state's key: its bytes under its database and algorithm.
- * The store's slot, the refund tracker's targets and a decision's read
- * ahead (dispatch.c) are all found by it.
+ * The store's slot and the refund tracker's targets are both found by it.
  */
 static inline uint64
 rl_state_hash(Oid dbid, int algo, const char *key, int len)

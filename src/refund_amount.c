@@ -20,8 +20,8 @@
 
 /*
  * Make room for n pairs in the amount: the first in the amount itself.
- * Raises an error when memory runs
- * out, or, with no_oom, returns false with the amount unchanged.
+ * Raises an error when memory runs out, or, with no_oom, returns false
+ * with the amount unchanged.
  */
 static bool
 spent_reserve(RlAmount *a, int64 n, bool no_oom)
