@@ -8,6 +8,10 @@
 -- just before its burst and just after (within 100 us: the counter is
 -- tied to the system clock within half a reading's span, well under a
 -- microsecond on hardware, some microseconds under valgrind).
+-- The window is an hour: rl_keys() lists a key only while its state
+-- differs from a new key's, and under valgrind a burst can take long
+-- enough for a bucket of 10 a second to refill before it is listed.
+SELECT rl_reset_all() >= 0 AS reset;
 CREATE FUNCTION clock_bursts(bursts int, per_burst int)
 RETURNS TABLE (decisions bigint, outside bigint)
 LANGUAGE plpgsql AS $$
@@ -21,7 +25,7 @@ BEGIN
 	FOR b IN 1..bursts LOOP
 		before := clock_timestamp();
 		FOR i IN 1..per_burst LOOP
-			PERFORM rl_allow('clock:' || b || ':' || i, 'token_bucket', 10, '1 second');
+			PERFORM rl_allow('clock:' || b || ':' || i, 'token_bucket', 10, '1 hour');
 		END LOOP;
 		after := clock_timestamp();
 		SELECT count(*), count(*) FILTER (
@@ -37,7 +41,7 @@ BEGIN
 	outside := bad;
 	RETURN NEXT;
 END $$;
-SELECT * FROM clock_bursts(60, 100);
+SELECT * FROM clock_bursts(40, 100);
 
 DROP FUNCTION clock_bursts(int, int);
 SELECT rl_reset_all() >= 0 AS reset;
