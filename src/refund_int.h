@@ -84,19 +84,20 @@ typedef struct RlTarget
 
 struct RlAmount
 {
+	/* what a call adds to it reads, first (#9: fewer cache lines) */
 	RlTarget   *target;
 	RlLevel    *level;
+	RlSpent    *spent;			/* oldest first */
+	int64		nspent;
+	RlSpent		one;			/* spent, while it holds one pair (#9: most
+								 * amounts of a quota trigger's rows) */
+	RlParams	params;			/* limit, per and burst (a bucket's: the
+								 * composed bound; cost: unused) */
+	int64		maxspent;
 	RlAmount   *tprev;			/* the target's list */
 	RlAmount   *tnext;
 	RlAmount   *next;			/* the level's older amount, the queue's
 								 * next, or free list */
-	RlParams	params;			/* limit, per and burst (a bucket's: the
-								 * composed bound; cost: unused) */
-	RlSpent    *spent;			/* oldest first */
-	int64		nspent;
-	int64		maxspent;
-	RlSpent		one;			/* spent, while it holds one pair (#9: most
-								 * amounts of a quota trigger's rows) */
 };
 
 /* a (sub)transaction that consumed */
