@@ -17,7 +17,8 @@
 #      one call per statement for reference; latency with Redis down and
 #      the breaker open);
 #   4. cost: cost.sh, for issue 9's targets (the cost of one decision:
-#      instructions per call under callgrind, wall time of a million calls
+#      instructions per call under callgrind, cache lines per call by
+#      callgrind's cache simulation, wall time of a million calls
 #      or rows in one statement against the floors, memory per
 #      transaction, latency of one call per statement);
 #   5. durable: durable.sh, for issue 10's targets (a durable decision
@@ -657,9 +658,9 @@ fi
 	echo "Issue 2's ratios: $target_rounds rounds of ${target_seconds} s runs at $target_clients clients, cases"
 	echo "interleaved, median of the per-round ratios (details below). Issue 3's:"
 	echo "\`test/bench/redis.sh\`, ${redis_seconds} s runs ([redis.md](redis.md)). Issue 9's:"
-	echo "\`test/bench/cost.sh\`, instructions under callgrind, wall clock, memory and"
-	echo "latency. Issue 10's: \`test/bench/durable.sh\`, durable against non-durable"
-	echo "policies side by side (its section)."
+	echo "\`test/bench/cost.sh\`, instructions and cache lines under callgrind, wall"
+	echo "clock, memory and latency. Issue 10's: \`test/bench/durable.sh\`, durable"
+	echo "against non-durable policies side by side (its section)."
 	echo
 	targets_table
 	for p in targets redis cost durable; do

@@ -24,6 +24,13 @@
 #                 Then the breakdown by function inside ratelimit.so
 #                 (callgrind_annotate, inclusive and self, by the same
 #                 difference) for the cases in RL_BENCH_COST_PROFILE.
+#   cache         the cache lines one call or row reads from beyond the
+#                 first level and from beyond a 1 MB last level (this
+#                 machine's per-core L2), by callgrind's cache simulation,
+#                 measured as the instructions are (the same difference):
+#                 the misses of 10,000 keys' state, which the instructions
+#                 do not show and the wall clock shows only with its
+#                 noise.  Cases: RL_BENCH_COST_CACHE_CASES.
 #   wall          one million rl_allow calls in one statement against one
 #                 million rl_floor calls; a 1,000,000-row INSERT ... SELECT
 #                 into an UNLOGGED table with the rl_enforce trigger, the
@@ -55,13 +62,16 @@
 # the latency part.
 #
 # Settings (environment):
-#   RL_BENCH_COST_PARTS   parts to run  (instructions wall memory latency)
+#   RL_BENCH_COST_PARTS   parts to run
+#                             (instructions cache wall memory latency)
 #   RL_BENCH_COST_N1, RL_BENCH_COST_N2   calls per statement of the two
 #                         callgrind runs                    (20000, 120000)
 #   RL_BENCH_COST_KEYS    distinct keys of the cases                (10000)
 #                         (ratelimit.max_keys: twice as many, at least
 #                         100,000; for "nothing slower at 1M keys", #9)
 #   RL_BENCH_COST_CASES   callgrind cases        (all: see case_stmt below)
+#   RL_BENCH_COST_CACHE_CASES   cases of the cache part
+#                                   (floor token_bucket trigger_floor enforce)
 #   RL_BENCH_COST_PROFILE cases broken down by function
 #                                                (token_bucket enforce)
 #   RL_BENCH_COST_TOP     functions listed per breakdown               (20)
@@ -92,13 +102,14 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
 
-parts=${RL_BENCH_COST_PARTS:-instructions wall memory latency}
+parts=${RL_BENCH_COST_PARTS:-instructions cache wall memory latency}
 n1=${RL_BENCH_COST_N1:-20000}
 n2=${RL_BENCH_COST_N2:-120000}
 nkeys=${RL_BENCH_COST_KEYS:-10000}
 all_cases="floor token_bucket fixed_window sliding_window_log policy_floor policy"
 all_cases="$all_cases insert trigger_floor trigger_plpgsql enforce enforce_cost"
 cases=${RL_BENCH_COST_CASES:-$all_cases}
+cache_cases=${RL_BENCH_COST_CACHE_CASES:-floor token_bucket trigger_floor enforce}
 profile=${RL_BENCH_COST_PROFILE:-token_bucket enforce}
 top=${RL_BENCH_COST_TOP:-20}
 keep=${RL_BENCH_COST_KEEP:-}
@@ -115,7 +126,7 @@ as_pg() { runuser -u postgres -- "$@"; }
 [ "$n2" -gt "$n1" ] || die "RL_BENCH_COST_N2 ($n2) must be larger than RL_BENCH_COST_N1 ($n1)"
 for p in $parts; do
 	case $p in
-	instructions | wall | memory | latency) ;;
+	instructions | cache | wall | memory | latency) ;;
 	*) die "unknown part \"$p\"" ;;
 	esac
 done
@@ -255,7 +266,7 @@ case_floor() {
 	esac
 }
 
-for c in $cases; do
+for c in $cases $cache_cases; do
 	case_stmt "$c" >/dev/null || die "unknown case \"$c\""
 done
 
@@ -293,7 +304,8 @@ callgrind_case() {
 	# an empty store (checked by the script's first line)
 	rm -f "$data"/pg_stat/ratelimit.state
 	out=$cg/$c.out
-	as_pg valgrind --tool=callgrind --dump-before=ReadyForQuery \
+	# shellcheck disable=SC2086 # vg_extra: options, split on purpose
+	as_pg valgrind --tool=callgrind ${vg_extra:-} --dump-before=ReadyForQuery \
 		--callgrind-out-file="$cg/$c.cg" \
 		"$bindir/postgres" --single -D "$data" bench <"$cg/$c.sql" >"$out" 2>&1 ||
 		{ tail -n 20 "$out" >&2; die "the single-user backend failed on case $c"; }
@@ -439,6 +451,36 @@ if has_part instructions; then
 		cp "$cg"/*.N1 "$cg"/*.N2 "$cg/counts" "$keep"/
 		echo "== callgrind files kept in $keep"
 	fi
+fi
+
+# ---- cache ----
+
+# The simulated caches: a first level of 32 kB and a last level of 1 MB
+# (one core's L2 here; the L3 a miss of it reaches is shared, and its
+# latency is the wall clock's noise), 64-byte lines; set, not detected, so
+# that the figures are alike on every machine.
+cache_sim="--cache-sim=yes --I1=32768,8,64 --D1=32768,8,64 --LL=1048576,16,64"
+
+# A simulated event per call of a case, by the same difference as
+# per_call: D1mr (data lines read from beyond the first level) or DLmr
+# (from beyond the last).
+per_call_event() {
+	awk -v ev="$2" -v n="$((n2 - n1))" '
+		/^events:/ { for (i = 2; i <= NF; i++) if ($i == ev) k = i }
+		/^totals:/ { v[FILENAME ~ /N1$/] = $k }
+		END { printf "%.1f", (v[0] - v[1]) / n }' "$cc/$1.N1" "$cc/$1.N2"
+}
+
+cc=$tmp/cache
+mkdir -p "$cc"
+chown postgres: "$cc"
+if has_part cache; then
+	for c in $cache_cases; do
+		echo "== cache lines: $c ($(case_label "$c"))"
+		cg=$cc vg_extra=$cache_sim callgrind_case "$c"
+		printf "   %s lines past the first level, %s past the last, per call\n" \
+			"$(per_call_event "$c" D1mr)" "$(per_call_event "$c" DLmr)"
+	done
 fi
 
 # ---- wall clock ----
@@ -624,6 +666,12 @@ if has_part instructions; then
 		fi
 	done
 fi
+if has_part cache; then
+	for c in $cache_cases; do
+		fig "l1_$c" "$(per_call_event "$c" D1mr)"
+		fig "ll_$c" "$(per_call_event "$c" DLmr)"
+	done
+fi
 if has_part wall; then
 	for w in $wall_cases; do
 		fig "ms_$w" "$(awk -v w="$w" '$2 == w { print $3 }' "$tmp/wall" | median)"
@@ -796,6 +844,31 @@ breakdown_table() {
 			echo "are not in its stripped binary (their cost shows in their callers)."
 			echo
 			breakdown_table "$c"
+		done
+	fi
+	if has_part cache; then
+		echo
+		echo "## Cache lines per call (callgrind's cache simulation)"
+		echo
+		echo "The same cases and the same difference as the instructions, under"
+		echo "\`valgrind --tool=callgrind $cache_sim\`:"
+		echo "the data lines one call or row reads from beyond a first level of 32 kB,"
+		echo "and from beyond a last level of"
+		echo "1 MB (one core's L2 on the machine these figures were first taken on; a"
+		echo "line from beyond it comes from the shared L3 or memory, whose latency"
+		echo "varies with the other work on the machine). The simulation counts what a"
+		echo "layout costs in lines; it runs no prefetch, so a line asked for ahead"
+		echo "counts as a miss all the same."
+		echo
+		echo "| case | lines past 32 kB | lines past 1 MB | past 1 MB, above the floor |"
+		echo "|---|---:|---:|---:|"
+		for c in $cache_cases; do
+			f=$(case_floor "$c")
+			a=
+			if [ -n "$f" ] && [[ " $cache_cases " == *" $f "* ]]; then
+				a=$(awk -v x="$(get "ll_$c")" -v y="$(get "ll_$f")" 'BEGIN { printf "%.1f", x - y }')
+			fi
+			echo "| $(case_label "$c") | $(get "l1_$c") | $(get "ll_$c") | $a |"
 		done
 	fi
 	if has_part wall; then
