@@ -222,10 +222,10 @@ rl_log_init(RlLogState *s)
 }
 
 /*
- * sliding_window_log: allowed iff the live costs plus c and the headroom
- * fit in L; then a call with c > 0 is logged (c alone).  A state not fresh must have been set up by
- * rl_log_init.  Returns false if the call had to be logged but no block
- * was lent; only expired entries have then been dropped.
+ * sliding_window_log: allowed iff the live costs plus c and the headroom fit
+ * in L; then a call with c > 0 is logged (c alone).  A state not fresh must
+ * have been set up by rl_log_init.  Returns false if the call had to be logged
+ * but no block was lent; only expired entries have then been dropped.
  */
 bool
 rl_sliding_window_log(RlState *state, bool fresh, int64 t, int64 last,

@@ -634,10 +634,10 @@ rl_allow_all(PG_FUNCTION_ARGS)
 
 /*
  * rl_check_all(keys, policies, costs, at, priority) returns setof (key,
- * policy, allowed, limit, remaining, retry_after, reset_at, delay,
- * capacity, per):
- * one row per key, in order.  Consumption is all or nothing as for rl_allow_all; when
- * any row is denied, the others report whether they would have admitted.
+ * policy, allowed, limit, remaining, retry_after, reset_at, delay, capacity,
+ * per): one row per key, in order.  Consumption is all or nothing as for
+ * rl_allow_all; when any row is denied, the others report whether they would
+ * have admitted.
  */
 Datum
 rl_check_all(PG_FUNCTION_ARGS)

@@ -9,10 +9,10 @@
  *		binding limit; a charge (rl_adjust) and a reset reach every limit.
  *
  * Each limit keeps its own state, stored under the policy's name, two NUL
- * bytes, the limit's name, a NUL and the key (rl_policy_part_key): text
- * has no NUL, so it is neither the policy's own state (the name, one NUL,
- * the key) nor its penalty box (the name, two NULs, a key without NUL).  The call's cost,
- * override (a block, an unlimited key) and penalty box apply to every
+ * bytes, the limit's name, a NUL and the key (rl_policy_part_key): text has no
+ * NUL, so it is neither the policy's own state (the name, one NUL, the key)
+ * nor its penalty box (the name, two NULs, a key without NUL).  The call's
+ * cost, override (a block, an unlimited key) and penalty box apply to every
  * limit; an override's limit and burst to the policy's own only.
  *
  * No shared state: the limits are the policy cache's (policy.c).

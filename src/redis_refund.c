@@ -5,19 +5,19 @@
  *		to each node, all within one call's deadline.
  *
  * An abort queues its Redis refunds (refund.c) and the session sends them
- * after the transaction, at its next call or as it exits: possibly
- * thousands at once (the queue holds up to 10,000).  One round trip each,
- * every one with its own deadline, would make that flush last as long as
- * the refunds times the timeouts against a slow Redis, with nothing to
- * stop it as the session exits.  So the refunds of a flush are one call:
- * one deadline for all of them (ratelimit.redis_connect_timeout plus
- * ratelimit.redis_command_timeout, as for any call), and to each node one
- * exchange: SCRIPT LOAD of each refund script the flush uses (after a
- * restart no EVALSHA meets NOSCRIPT; not for a single refund), then every
- * refund's EVALSHA, their replies read as they come.  A refund answered by a redirect, TRYAGAIN or
- * NOSCRIPT all the same is sent again alone, through the cluster's routing
- * (redis_cluster.c), within the same deadline; any other answer but an
- * integer drops it.  What was not answered by the deadline is dropped.
+ * after the transaction, at its next call or as it exits: possibly thousands
+ * at once (the queue holds up to 10,000).  One round trip each, every one with
+ * its own deadline, would make that flush last as long as the refunds times
+ * the timeouts against a slow Redis, with nothing to stop it as the session
+ * exits.  So the refunds of a flush are one call: one deadline for all of them
+ * (ratelimit.redis_connect_timeout plus ratelimit.redis_command_timeout, as
+ * for any call), and to each node one exchange: SCRIPT LOAD of each refund
+ * script the flush uses (after a restart no EVALSHA meets NOSCRIPT; not for a
+ * single refund), then every refund's EVALSHA, their replies read as they
+ * come.  A refund answered by a redirect, TRYAGAIN or NOSCRIPT all the same is
+ * sent again alone, through the cluster's routing (redis_cluster.c), within
+ * the same deadline; any other answer but an integer drops it.  What was not
+ * answered by the deadline is dropped.
  *
  * A cancel or statement_timeout interrupts the flush as it does any call
  * (it waits through redis_conn.c): the refunds not answered by then are

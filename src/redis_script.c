@@ -6,12 +6,12 @@
  *		touch, their arguments, and their replies.
  *
  * A script deciding or refunding one call is the prelude, single.lua, the
- * algorithm's setup and its decision or refund; charging one (rl_adjust),
- * the same with its charge, then its setup and decision again (a look at
- * the state the charge left, lua/prelude.lua's charged); the all-or-nothing script
- * is the prelude, each algorithm's decision and refund as functions
- * decide[code] and refund[code], then all.lua.  src/lua/prelude.lua
- * describes KEYS, ARGV and the replies; docs/redis.md the key layout.
+ * algorithm's setup and its decision or refund; charging one (rl_adjust), the
+ * same with its charge, then its setup and decision again (a look at the state
+ * the charge left, lua/prelude.lua's charged); the all-or-nothing script is
+ * the prelude, each algorithm's decision and refund as functions decide[code]
+ * and refund[code], then all.lua.  src/lua/prelude.lua describes KEYS, ARGV and
+ * the replies; docs/redis.md the key layout.
  *
  * No shared state: the scripts are built once per backend, in
  * TopMemoryContext.

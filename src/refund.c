@@ -59,16 +59,16 @@
  * given back twice.  (Giving back is the engines', called here directly
  * through the engine table: the store takes a partition lock.)
  *
- * A refund that is a network round trip (RL_RECEIPT_REMOTE: Redis's) is
- * never made inside an abort, where a socket could hang it and nothing may
- * raise an error: its amount is queued, and the queue sent after the
- * transaction (at the session's next call that reaches an engine, or as it
- * exits) in one call of the engine's refund_queued (one deadline for all).
- * Past RL_REFUND_QUEUE_MAX refunds the oldest calls' are dropped, and
- * counted (refunds_noted).  Each transaction's tracking lives in a context
- * of its own ("ratelimit refunds", under TopMemoryContext), deleted when
- * the transaction ends or, with refunds of it queued, once they are sent.  No shared state of its
- * own: refunds go through the engines' own locking.
+ * A refund that is a network round trip (RL_RECEIPT_REMOTE: Redis's) is never
+ * made inside an abort, where a socket could hang it and nothing may raise an
+ * error: its amount is queued, and the queue sent after the transaction (at
+ * the session's next call that reaches an engine, or as it exits) in one call
+ * of the engine's refund_queued (one deadline for all). Past
+ * RL_REFUND_QUEUE_MAX refunds the oldest calls' are dropped, and counted
+ * (refunds_noted).  Each transaction's tracking lives in a context of its own
+ * ("ratelimit refunds", under TopMemoryContext), deleted when the transaction
+ * ends or, with refunds of it queued, once they are sent.  No shared state of
+ * its own: refunds go through the engines' own locking.
  *
  * The records are declared in refund_int.h; adding a call to an amount,
  * the classes and a target's list of amounts are refund_amount.c's.

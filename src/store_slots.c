@@ -6,22 +6,21 @@
  *		waiting for one, and giving one back.
  *
  * A key's slots are an entry whose state is RL_STATE_SLOTS (algo_slots.c:
- * slots held, backends waiting, tickets given out).  Who waits is kept
- * apart, one RlSlotWaiter per PGPROC number: the entry (index and
- * incarnation) it waits on, its ticket, the limit it asked under and the
- * headroom its priority must leave free (shed.c), and whether a slot was
- * handed to it.  When a slot frees (a release, a waiter leaving, a waiter
- * arriving to find one free), the queue is served: the waiter with the
- * lowest ticket takes it if its limit allows, is marked granted and its
- * latch is set, and so on while slots are free.  A slot handed over never
- * becomes free in between, so a call that does not wait cannot take it
- * (and the algorithm refuses such calls while anyone waits).  Load
- * shedding: a waiter whose limit allows a slot but whose headroom does
- * not is passed over, by the queue and by a new call (a critical call
- * takes a slot a sheddable waiter must leave free).  The backend waits in the dispatcher, outside every
- * lock, and polls its record when its latch is set.  The record also
- * notes the first RL_HOLDS_SHOWN slots the backend holds and since when,
- * for rl_slots' longest hold.
+ * slots held, backends waiting, tickets given out).  Who waits is kept apart,
+ * one RlSlotWaiter per PGPROC number: the entry (index and incarnation) it
+ * waits on, its ticket, the limit it asked under and the headroom its priority
+ * must leave free (shed.c), and whether a slot was handed to it.  When a slot
+ * frees (a release, a waiter leaving, a waiter arriving to find one free), the
+ * queue is served: the waiter with the lowest ticket takes it if its limit
+ * allows, is marked granted and its latch is set, and so on while slots are
+ * free.  A slot handed over never becomes free in between, so a call that does
+ * not wait cannot take it (and the algorithm refuses such calls while anyone
+ * waits).  Load shedding: a waiter whose limit allows a slot but whose headroom
+ * does not is passed over, by the queue and by a new call (a critical call
+ * takes a slot a sheddable waiter must leave free).  The backend waits in the
+ * dispatcher, outside every lock, and polls its record when its latch is set.
+ * The record also notes the first RL_HOLDS_SHOWN slots the backend holds and
+ * since when, for rl_slots' longest hold.
  *
  * Locking: the key's partition lock, exclusively, for everything here
  * (shared to read the notes of holds: rl_store_held_since);

@@ -9,25 +9,25 @@
  *									[, 'cost=<expression over the row>']
  *									[, 'priority=<expression>']);
  *
- * Each row (NEW for INSERT and UPDATE, OLD for DELETE) is one call under
- * the policy, keyed by the named columns' values joined with ':' (a NULL
- * contributes an empty part), each written in its type's canonical text,
- * the same in every session (trigger_key.c), costing the policy's cost or
- * the expression's value, with the priority expression's priority (load
- * shedding, shed.c) if it has one.  A denied row raises SQLSTATE PT429
- * with the key, the limit and the retry-after in the detail and hint
- * (PostgREST answers PT429 with HTTP 429).  What an admitted row consumed is given back if its
+ * Each row (NEW for INSERT and UPDATE, OLD for DELETE) is one call under the
+ * policy, keyed by the named columns' values joined with ':' (a NULL
+ * contributes an empty part), each written in its type's canonical text, the
+ * same in every session (trigger_key.c), costing the policy's cost or the
+ * expression's value, with the priority expression's priority (load shedding,
+ * shed.c) if it has one.  A denied row raises SQLSTATE PT429 with the key, the
+ * limit and the retry-after in the detail and hint (PostgREST answers PT429
+ * with HTTP 429).  What an admitted row consumed is given back if its
  * (sub)transaction aborts.
  *
  * Arguments.  An argument is the cost expression if it reads "cost", blanks,
  * "=", in any case ("cost=n", "COST = n"), the priority expression likewise
  * with "priority" (trigger_cost.c); otherwise it names a key column: the
- * column of exactly that name, else the only one whose name differs from
- * it in case alone.  What could be read two ways is refused: two cost (or
- * priority) arguments, an argument of such a form that also names a
- * column, a name matching several columns in case alone.  Every error names the trigger
- * and the table, in its message or (for errors of PostgreSQL's parser,
- * executor and the functions the expression calls) in its context.
+ * column of exactly that name, else the only one whose name differs from it in
+ * case alone.  What could be read two ways is refused: two cost (or priority)
+ * arguments, an argument of such a form that also names a column, a name
+ * matching several columns in case alone.  Every error names the trigger and
+ * the table, in its message or (for errors of PostgreSQL's parser, executor
+ * and the functions the expression calls) in its context.
  *
  * The trigger cache.  What a trigger resolves from its arguments and its
  * table's definition (the key columns' attribute numbers and how each
