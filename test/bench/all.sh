@@ -643,7 +643,7 @@ fi
 	echo "| | |"
 	echo "|---|---|"
 	echo "| machine | $machine |"
-	echo "| other work before the run | $(awk -v s="$busy_share" 'BEGIN { printf "%.0f%%", 100 * s }') of the CPUs' time over 2 s (busy above 25%) |"
+	bench_busy_row "$busy_share"
 	echo "| load average | $load_before before, $load_after after |"
 	echo "| source | $commit |"
 	echo "| software | $("$bindir/postgres" --version), redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'), pgbench on the same machine |"

@@ -782,7 +782,7 @@ breakdown_table() {
 	echo "| | |"
 	echo "|---|---|"
 	echo "| machine | $(nproc) CPUs (${cpu:-unknown}), $mem, Linux $(uname -r) |"
-	echo "| other work before the run | $(awk -v s="$busy_share" 'BEGIN { printf "%.0f%%", 100 * s }') of the CPUs' time over 2 s (busy above 25%) |"
+	bench_busy_row "$busy_share"
 	echo "| load average | $load_before before, $load_after after |"
 	echo "| server | PostgreSQL $pg_version, ratelimit $rl_version, built with $cc and PGXS's flags; fsync off, shared_buffers 256MB, work_mem 256MB |"
 	echo "| source | $commit |"

@@ -27,16 +27,28 @@ keys_label() {
 # near 1 on an idle machine.
 bench_busy_share() {
 	local a b
-	a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+	a=$(bench_cpu_times)
 	sleep 2
-	b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat)
+	b=$(bench_cpu_times)
 	awk -v a="$a" -v b="$b" 'BEGIN { split(a, x, " "); split(b, y, " ");
 		t = y[2] - x[2]; printf "%.2f", (t > 0 ? (y[1] - x[1]) / t : 0) }'
+}
+
+# The CPUs' busy time and total time so far (/proc/stat's "cpu" line, in
+# ticks: user, nice, system, irq, softirq and steal; then with idle and
+# iowait too).
+bench_cpu_times() {
+	awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat
 }
 
 # Is a busy share (bench_busy_share) busy: above a quarter of the CPUs?
 bench_is_busy() {
 	awk -v s="$1" 'BEGIN { print (s > 0.25) ? 1 : "" }'
+}
+
+# A report's table row for a busy share (bench_busy_share).
+bench_busy_row() {
+	awk -v s="$1" 'BEGIN { printf "| other work before the run | %.0f%% of the CPUs'"'"' time over 2 s (busy above 25%%) |\n", 100 * s }'
 }
 
 # The installation a benchmark runs against, never the system's own: all.sh
