@@ -707,9 +707,9 @@ if [ -n "$readme" ] && [ -z "$failed" ] && grep -q '^## Benchmark$' "$readme"; t
 		echo "function with the same signature (the floor) and a token bucket written in"
 		echo "plpgsql on an UNLOGGED table (the peer), 1 to 16 clients, one hot key,"
 		echo "10,000 and 1,000,000 keys; and the cost of one decision where many happen"
-		echo "in one statement (instructions under callgrind, a million calls or rows"
-		echo "against the floors, memory per transaction, latency). It writes"
-		echo "[the report]($rel/report.md) and the plot, and updates this section."
+		echo "in one statement (instructions and cache lines under callgrind, a million"
+		echo "calls or rows against the floors, memory per transaction, latency). It"
+		echo "writes [the report]($rel/report.md) and the plot, and updates this section."
 		echo
 		echo "Latest run: $started_at, $commit, on $machine, phases ${phases// /, }."
 		if [ -n "$busy" ]; then
@@ -718,6 +718,10 @@ if [ -n "$readme" ] && [ -z "$failed" ] && grep -q '^## Benchmark$' "$readme"; t
 		if [ -n "$kept" ]; then
 			echo "The figures of ${kept// /, } are from an earlier run (see the report)."
 		fi
+		echo "(On a shared virtual machine the wall-clock ratios of one build move"
+		echo "between runs minutes apart: by up to 0.3 on the one these figures were"
+		echo "first taken on. Instructions and cache lines do not move. The report's"
+		echo "rounds of issue 9 list such runs.)"
 		echo
 		targets_table
 		echo
