@@ -63,7 +63,7 @@
  * made inside an abort, where a socket could hang it and nothing may raise an
  * error: its amount is queued, and the queue sent after the transaction (at
  * the session's next call that reaches an engine, or as it exits) in one call
- * of the engine's refund_queued (one deadline for all). Past
+ * of the engine's refund_queued (one deadline for all).  Past
  * RL_REFUND_QUEUE_MAX refunds the oldest calls' are dropped, and counted
  * (refunds_noted).  Each transaction's tracking lives in a context of its own
  * ("ratelimit refunds", under TopMemoryContext), deleted when the transaction
@@ -89,6 +89,13 @@
 /* refunds (pairs) that may wait in the queue; more are dropped */
 #define RL_REFUND_QUEUE_MAX		10000
 
+/* a cache line asked for ahead of its use, where the compiler can */
+#if defined(__GNUC__) || defined(__clang__)
+#define rl_prefetch(p)		__builtin_prefetch(p)
+#else
+#define rl_prefetch(p)		((void) (p))
+#endif
+
 static MemoryContext refund_cxt = NULL;
 static RlBatch *batch = NULL;	/* the transaction's, if it tracked */
 
@@ -99,13 +106,6 @@ static RlBatch *batch = NULL;	/* the transaction's, if it tracked */
  * row, and dynahash's generic lookup cost about 280 instructions there,
  * #9.)  Targets never move: amounts point at them.
  */
-/* a cache line asked for ahead of its use, where the compiler can */
-#if defined(__GNUC__) || defined(__clang__)
-#define rl_prefetch(p)		__builtin_prefetch(p)
-#else
-#define rl_prefetch(p)		((void) (p))
-#endif
-
 #define RL_TARGETS_FIRST	64	/* buckets at first (a power of two) */
 #define RL_TARGETS_MAX		(1 << 24)	/* buckets at most */
 static RlTarget **buckets = NULL;
