@@ -36,6 +36,7 @@ OBJS = \
 	src/stats.o \
 	src/refund.o \
 	src/refund_amount.o \
+	src/refund_queue.o \
 	src/slots.o \
 	src/dispatch.o \
 	src/dispatch_admin.o \
@@ -78,7 +79,7 @@ PGFILEDESC = "ratelimit - rate limits and quotas in shared memory"
 REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
-	refund_aggregate calendar override penalty adjust policy_limits concurrency durable guide priority \
+	refund_aggregate refund_pending calendar override penalty adjust policy_limits concurrency durable guide priority \
 	concurrency_keys priority_calls call_sites trigger_rows clock
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \

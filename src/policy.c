@@ -90,6 +90,9 @@ static Oid	policy_relid = InvalidOid;
 static Oid	override_relid = InvalidOid;
 static Oid	limit_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
+/* rl_policy_news's latest taking in: its statement, the counter then */
+TimestampTz rl_policy_news_stmt = 0;
+uint64		rl_policy_news_tsc = 0;
 uint32		rl_policy_generation = 0;	/* the cache's, new at each reload
 										 * (RlPolicyRef) */
 static bool callback_registered = false;
@@ -418,18 +421,26 @@ policy_cache_fill(void)
 }
 
 /*
+ * rl_policy_news's taking in: out of line, its test inline (policy.h).
+ */
+void
+rl_policy_news_take(void)
+{
+	rl_policy_news_stmt = GetCurrentStatementStartTimestamp();
+#ifdef RL_CLOCK_TSC
+	rl_policy_news_tsc = __builtin_ia32_rdtsc();
+#endif
+	AcceptInvalidationMessages();
+}
+
+/*
  * Make the cache current: reads the table only if it changed.  Inline: a
  * quota trigger checks on every row (#9).
  */
 static inline void
 policy_cache_ready(void)
 {
-	/*
-	 * Take in committed changes now, even inside a transaction that already
-	 * holds its locks (where PostgreSQL would deliver them only later); a
-	 * cheap check when there is nothing new.
-	 */
-	AcceptInvalidationMessages();
+	rl_policy_news();
 	if (unlikely(!rl_policy_cache_valid))
 		policy_cache_fill();
 }

@@ -70,8 +70,12 @@
  * ends or, with refunds of it queued, once they are sent.  No shared state of
  * its own: refunds go through the engines' own locking.
  *
+ * A local engine's receipts are not added to their targets one by one but
+ * kept pending, and added in runs (below: rl_pending).
+ *
  * The records are declared in refund_int.h; adding a call to an amount,
- * the classes and a target's list of amounts are refund_amount.c's.
+ * the classes and a target's list of amounts are refund_amount.c's; the
+ * queue is refund_queue.c's.
  *
  *-------------------------------------------------------------------------
  */
@@ -79,15 +83,11 @@
 
 #include "access/xact.h"
 #include "common/int.h"
-#include "storage/ipc.h"
 #include "utils/memutils.h"
 
 #include "algo_common.h"
 #include "refund.h"
 #include "refund_int.h"
-
-/* refunds (pairs) that may wait in the queue; more are dropped */
-#define RL_REFUND_QUEUE_MAX		10000
 
 /* a cache line asked for ahead of its use, where the compiler can */
 #if defined(__GNUC__) || defined(__clang__)
@@ -97,7 +97,6 @@
 #endif
 
 static MemoryContext refund_cxt = NULL;
-static RlBatch *batch = NULL;	/* the transaction's, if it tracked */
 
 /*
  * The transaction's targets: a chained hash table of buckets[mask + 1],
@@ -119,27 +118,39 @@ static RlLevel *levels = NULL;	/* innermost first */
  * start makes it the new one's, a commit or an abort its parent's), so
  * that a tracked call tells its level without a call (#9).
  */
-static SubTransactionId current_subid = InvalidSubTransactionId;
-static RlAmount *free_amounts = NULL;
+SubTransactionId rl_refund_subid = InvalidSubTransactionId;
 static RlLevel *free_levels = NULL;
 static bool callbacks_registered = false;
 
-/* refunds queued for after their transaction: amounts, oldest first */
-static RlAmount *queue_head = NULL;
-static RlAmount *queue_tail = NULL;
-static int64 queue_pairs = 0;	/* refunds (pairs) in the queue */
-static RlBatch *retired = NULL; /* ended transactions with amounts queued */
-static bool exit_registered = false;
+/*
+ * Receipts not yet added to their targets (#9).  A quota trigger's row on
+ * one of many keys found its target, its key and its amount each in memory
+ * the row before had not touched: four cache misses, one after the other.
+ * A local engine's receipt (neither remote nor a lease's) is written here
+ * instead, its key copied, and a run of them is added to the targets
+ * together, each target's lines asked for a few receipts ahead
+ * (pending_add): the misses overlap.  All of them are of one level,
+ * rl_pending_subid: the current (sub)transaction or, once it committed, an
+ * enclosing one; no level newer than it has amounts while any is pending
+ * (a receipt of another level, or one tracked at once, adds them first).
+ * An abort gives them back from here, newest first, before its level's
+ * amounts (pending_refund); a subtransaction's commit passes them to its
+ * parent.  Bounded: the next receipt adds them first when full.
+ */
+#define RL_PENDING_KEYS		8192	/* bytes of the longer keys */
+#define RL_PENDING_AHEAD	4	/* receipts a target is asked for ahead */
 
-/* amounts are queued: the dispatcher's cheap test before rl_refund_flush */
-bool		rl_refund_waiting = false;
+RlPending	rl_pending[RL_PENDING_MAX];
+int			rl_npending = 0;	/* receipts in rl_pending */
+SubTransactionId rl_pending_subid = InvalidSubTransactionId;
+static int	pending_first = 0;	/* the first not added yet */
+static char pending_keys[RL_PENDING_KEYS];	/* keys too long for short_key */
+static int	pending_keyused = 0;	/* bytes of pending_keys used */
 
 static void refund_xact_callback(XactEvent event, void *arg);
 static void refund_subxact_callback(SubXactEvent event,
 									SubTransactionId mySubid,
 									SubTransactionId parentSubid, void *arg);
-
-static void refund_exit(int code, Datum arg);
 
 /*
  * The context and the table of this transaction, made on its first
@@ -159,13 +170,13 @@ refund_begin(void)
 	refund_cxt = AllocSetContextCreate(TopMemoryContext,
 									   "ratelimit refunds",
 									   ALLOCSET_DEFAULT_SIZES);
-	batch = MemoryContextAllocZero(refund_cxt, sizeof(RlBatch));
-	batch->cxt = refund_cxt;
+	rl_refund_batch = MemoryContextAllocZero(refund_cxt, sizeof(RlBatch));
+	rl_refund_batch->cxt = refund_cxt;
 	buckets = MemoryContextAllocZero(refund_cxt,
 									 RL_TARGETS_FIRST * sizeof(RlTarget *));
 	bucket_mask = RL_TARGETS_FIRST - 1;
 	ntargets = 0;
-	current_subid = GetCurrentSubTransactionId();
+	rl_refund_subid = GetCurrentSubTransactionId();
 }
 
 /*
@@ -211,31 +222,31 @@ targets_grow(void)
  * track_receipt asks for its lines together, once it has its address.
  */
 static pg_noinline RlTarget *
-target_add(const RlRequest *req, const RlReceipt *r, uint64 hash)
+target_add(const RlPending *p)
 {
-	Size		keyspace = MAXALIGN(Max(req->keylen, 1));
+	Size		keyspace = MAXALIGN(Max(p->keylen, 1));
 	char	   *chunk = MemoryContextAlloc(refund_cxt,
 										   MAXALIGN(sizeof(RlTarget)) +
 										   keyspace + sizeof(RlAmount));
 	RlTarget   *t = (RlTarget *) chunk;
 	char	   *key = chunk + MAXALIGN(sizeof(RlTarget));
 
-	memcpy(key, req->key, req->keylen);
+	memcpy(key, p->key, p->keylen);
 	memset(&t->id, 0, sizeof(t->id));
 	t->id.key = key;
-	t->id.keylen = req->keylen;
-	t->id.dbid = req->dbid;
-	t->id.algo = req->algo;
-	t->id.engine = r->engine;
-	t->id.flags = r->flags;
-	t->id.incarnation = r->incarnation;
-	t->id.kind = rl_refund_kind(req->algo, r->flags);
+	t->id.keylen = p->keylen;
+	t->id.dbid = p->dbid;
+	t->id.algo = p->algo;
+	t->id.engine = p->r.engine;
+	t->id.flags = p->r.flags;
+	t->id.incarnation = p->r.incarnation;
+	t->id.kind = rl_refund_kind(p->algo, p->r.flags);
 	t->amounts = NULL;
 	t->spare = (RlAmount *) (key + keyspace);
-	t->batch = batch;
-	t->hash = hash;
-	t->hnext = buckets[hash & bucket_mask];
-	buckets[hash & bucket_mask] = t;
+	t->batch = rl_refund_batch;
+	t->hash = p->hash;
+	t->hnext = buckets[p->hash & bucket_mask];
+	buckets[p->hash & bucket_mask] = t;
 	ntargets++;
 	targets_grow();
 	return t;
@@ -249,33 +260,32 @@ target_add(const RlRequest *req, const RlReceipt *r, uint64 hash)
 static void
 refund_forget(void)
 {
-	if (batch != NULL)
+	if (rl_refund_batch != NULL)
 	{
-		if (batch->queued > 0)
-		{
-			batch->next = retired;
-			retired = batch;
-		}
+		if (rl_refund_batch->queued > 0)
+			rl_refund_retire(rl_refund_batch);
 		else
-			MemoryContextDelete(batch->cxt);
+			MemoryContextDelete(rl_refund_batch->cxt);
 	}
-	batch = NULL;
+	rl_npending = pending_first = pending_keyused = 0;
+	rl_refund_subid = InvalidSubTransactionId;
+	rl_refund_batch = NULL;
 	refund_cxt = NULL;
 	buckets = NULL;
 	ntargets = 0;
 	levels = NULL;
-	free_amounts = NULL;
+	rl_refund_free = NULL;
 	free_levels = NULL;
 }
 
-/* The level of the current (sub)transaction, made if it has none. */
+/*
+ * The level of (sub)transaction subid, made if it has none: the current
+ * one, or one with no newer level (a pending receipt's).
+ */
 static RlLevel *
-current_level(void)
+level_of(SubTransactionId subid)
 {
-	SubTransactionId subid = current_subid;
 	RlLevel    *level;
-
-	Assert(subid == GetCurrentSubTransactionId());
 
 	if (levels != NULL && levels->subid == subid)
 		return levels;
@@ -300,9 +310,9 @@ current_level(void)
  * else a new one.
  */
 static pg_noinline RlAmount *
-amount_for(RlTarget *target, const RlParams *p)
+amount_for(RlTarget *target, const RlParams *p, SubTransactionId subid)
 {
-	RlLevel    *level = current_level();
+	RlLevel    *level = level_of(subid);
 	RlAmount   *a = rl_refund_find(target, level, p);
 
 	if (a != NULL)
@@ -318,10 +328,10 @@ amount_for(RlTarget *target, const RlParams *p)
 		a->spent = NULL;
 		a->maxspent = 0;
 	}
-	else if (free_amounts != NULL)
+	else if (rl_refund_free != NULL)
 	{
-		a = free_amounts;
-		free_amounts = a->next;
+		a = rl_refund_free;
+		rl_refund_free = a->next;
 	}
 	else
 		a = MemoryContextAllocZero(refund_cxt, sizeof(RlAmount));
@@ -334,38 +344,6 @@ amount_for(RlTarget *target, const RlParams *p)
 	a->next = level->amounts;
 	level->amounts = a;
 	return a;
-}
-
-/*
- * on_shmem_exit: send what is queued, best effort (registered after the
- * callback that aborts a transaction left open).  Interrupts are held: the
- * engine's one deadline bounds the wait.  Never raises (the exit would
- * recurse): what cannot be sent is dropped, and counted.
- */
-static void
-refund_exit(int code, Datum arg)
-{
-	PG_TRY();
-	{
-		rl_refund_flush();
-	}
-	PG_CATCH();
-	{
-		FlushErrorState();
-	}
-	PG_END_TRY();
-	while (queue_head != NULL)
-	{
-		RlAmount   *a = queue_head;
-		const RlEngine *engine = rl_engine(a->target->id.engine);
-
-		if (engine->refunds_noted != NULL)
-			engine->refunds_noted(0, a->nspent);
-		queue_pairs -= a->nspent;
-		queue_head = a->next;
-	}
-	queue_tail = NULL;
-	rl_refund_waiting = false;
 }
 
 /*
@@ -389,15 +367,16 @@ lease_current(RlTarget *target, uint64 incarnation)
 	return true;
 }
 
-/*
- * A remote refund may be queued and sent as the session exits: register
- * the exit callback that sends it, once.
- */
-static pg_noinline void
-refund_exit_register(void)
+/* Is the target's key the state a receipt (with its request's key) reaches? */
+static inline bool
+target_is(const RlTarget *t, const RlPending *p)
 {
-	on_shmem_exit(refund_exit, (Datum) 0);
-	exit_registered = true;
+	return t->id.keylen == p->keylen && t->id.dbid == p->dbid &&
+		t->id.algo == p->algo && t->id.engine == p->r.engine &&
+		t->id.flags == p->r.flags &&
+		(t->id.incarnation == p->r.incarnation ||
+		 (p->r.flags & RL_RECEIPT_TIMELESS)) &&
+		rl_key_equal(t->id.key, p->key, p->keylen);
 }
 
 /*
@@ -408,14 +387,14 @@ refund_exit_register(void)
  * its latest used amount taken if it is the level's and of the class; the
  * rest out of line.
  */
-static inline void
-track_receipt(const RlRequest *req, const RlReceipt *r)
+static pg_attribute_always_inline void
+track_receipt(const RlPending *p, SubTransactionId subid)
 {
-	uint64		hash = rl_refund_target_hash(req, r);
+	const RlReceipt *r = &p->r;
 	RlTarget   *target;
 	RlAmount   *a;
 
-	for (target = buckets[hash & bucket_mask]; target != NULL;
+	for (target = buckets[p->hash & bucket_mask]; target != NULL;
 		 target = target->hnext)
 	{
 		/*
@@ -424,30 +403,92 @@ track_receipt(const RlRequest *req, const RlReceipt *r)
 		 */
 		rl_prefetch((const char *) target + 64);
 		rl_prefetch((const char *) target + 128);
-		if (target->hash == hash && rl_refund_target_is(target, req, r))
+		if (target->hash == p->hash && target_is(target, p))
 			break;
 	}
 	if (unlikely(target == NULL))
-		target = target_add(req, r, hash);
+		target = target_add(p);
 	else if (unlikely(r->flags & RL_RECEIPT_TIMELESS) &&
 			 !lease_current(target, r->incarnation))
 		return;
-	if (unlikely(r->flags & RL_RECEIPT_REMOTE) && !exit_registered)
-		refund_exit_register();
+	if (unlikely(r->flags & RL_RECEIPT_REMOTE) && !rl_refund_exit_registered)
+		rl_refund_exit_register();
 	a = target->amounts;
 	if (unlikely(a == NULL || a->level != levels ||
-				 levels->subid != current_subid ||
+				 levels->subid != subid ||
 				 !rl_refund_same_class(target, &a->params, &r->params)))
-		a = amount_for(target, &r->params);
+		a = amount_for(target, &r->params, subid);
 	(void) rl_refund_add(a, &r->params, r->time, r->params.cost, false);
 }
 
 /*
- * Remember the receipts of a decision of the request, to give back what
- * they record if the current (sub)transaction aborts.
+ * Add the pending receipts to their targets, oldest first, at their level.
+ * A receipt's bucket is asked for two runs ahead, its target's lines one
+ * run ahead (RL_PENDING_AHEAD receipts).  Raises an error if memory runs
+ * out: the receipts not added yet stay pending (an abort follows, and
+ * gives them back).
+ */
+static pg_noinline void
+pending_add(void)
+{
+	int			i;
+
+	for (i = pending_first; i < rl_npending &&
+		 i < pending_first + 2 * RL_PENDING_AHEAD; i++)
+		rl_prefetch(&buckets[rl_pending[i].hash & bucket_mask]);
+	for (; pending_first < rl_npending; pending_first++)
+	{
+		RlPending  *p = &rl_pending[pending_first];
+
+		if (pending_first + 2 * RL_PENDING_AHEAD < rl_npending)
+			rl_prefetch(&buckets[p[2 * RL_PENDING_AHEAD].hash & bucket_mask]);
+		if (pending_first + RL_PENDING_AHEAD < rl_npending)
+		{
+			const char *t = (const char *)
+				buckets[p[RL_PENDING_AHEAD].hash & bucket_mask];
+
+			if (t != NULL)
+			{
+				rl_prefetch(t);
+				rl_prefetch(t + 64);
+				rl_prefetch(t + 128);
+			}
+		}
+		track_receipt(p, rl_pending_subid);
+	}
+	rl_npending = pending_first = pending_keyused = 0;
+}
+
+/*
+ * Give back the pending receipts of an aborting level, newest first (at
+ * an abort: allocates nothing, raises nothing), and forget them.
+ */
+static void
+pending_refund(void)
+{
+	while (rl_npending > pending_first)
+	{
+		RlPending  *p = &rl_pending[--rl_npending];
+		RlRequest	req;
+
+		rl_request_init(&req);
+		req.dbid = p->dbid;
+		req.algo = p->algo;
+		req.key = p->key;
+		req.keylen = p->keylen;
+		(void) rl_engine(p->r.engine)->refund(&req, &p->r);
+	}
+	rl_npending = pending_first = pending_keyused = 0;
+}
+
+/*
+ * rl_refund_track's other calls (refund.h): a local engine's receipt kept
+ * pending, its key copied (the pending added to their targets first when
+ * there is no room, or they are of another level); any other added to its
+ * target at once, after the pending.
  */
 void
-rl_refund_track(const RlRequest *req, const RlReceipt *receipts, int n)
+rl_refund_track_slow(const RlRequest *req, const RlReceipt *receipts, int n)
 {
 	int			i;
 
@@ -458,28 +499,47 @@ rl_refund_track(const RlRequest *req, const RlReceipt *receipts, int n)
 		refund_begin();
 	}
 	for (i = 0; i < n; i++)
-		track_receipt(req, &receipts[i]);
-}
+	{
+		const RlReceipt *r = &receipts[i];
+		bool		local = (r->flags & (RL_RECEIPT_REMOTE |
+										 RL_RECEIPT_TIMELESS)) == 0;
+		bool		stored = req->keylen <= RL_PENDING_SHORT;
+		RlPending	now;
+		RlPending  *p = &now;
 
-/*
- * Take the newest pair off the amount, as its refund's request and receipt
- * (off before it is given back: none is given back twice).
- */
-static void
-amount_pop(RlAmount *a, RlRequest *req, RlReceipt *r)
-{
-	a->nspent--;
-	rl_request_init(req);
-	req->dbid = a->target->id.dbid;
-	req->algo = a->target->id.algo;
-	req->key = a->target->id.key;
-	req->keylen = a->target->id.keylen;
-	r->engine = a->target->id.engine;
-	r->flags = a->target->id.flags;
-	r->incarnation = a->target->id.incarnation;
-	r->params = a->params;
-	r->time = a->spent[a->nspent].time;
-	r->params.cost = a->spent[a->nspent].cost;
+		if (rl_npending > 0 &&
+			(!local || rl_npending == RL_PENDING_MAX ||
+			 rl_pending_subid != rl_refund_subid ||
+			 (!stored && req->keylen > RL_PENDING_KEYS - pending_keyused)))
+			pending_add();
+		if (local && (stored || req->keylen <= RL_PENDING_KEYS))
+		{
+			p = &rl_pending[rl_npending];
+			rl_pending_subid = rl_refund_subid;
+		}
+		p->hash = rl_refund_target_hash(req, r);
+		p->keylen = req->keylen;
+		p->dbid = req->dbid;
+		p->algo = req->algo;
+		p->r = *r;
+		if (p == &now)
+		{
+			/* added to its target at once, its key the request's */
+			Assert(rl_refund_subid == GetCurrentSubTransactionId());
+			p->key = req->key;
+			track_receipt(p, rl_refund_subid);
+			continue;
+		}
+		if (stored)
+			p->key = p->short_key;
+		else
+		{
+			p->key = pending_keys + pending_keyused;
+			pending_keyused += MAXALIGN(req->keylen);
+		}
+		memcpy((char *) p->key, req->key, req->keylen);
+		rl_npending++;
+	}
 }
 
 /*
@@ -494,46 +554,9 @@ amount_refund(RlAmount *a)
 
 	while (a->nspent > 0)
 	{
-		amount_pop(a, &req, &r);
+		rl_refund_pop(a, &req, &r);
 		(void) rl_engine(r.engine)->refund(&req, &r);
 	}
-}
-
-/*
- * Queue an amount whose refunds are network round trips, for after the
- * transaction (at an abort: allocates nothing).  Past the queue's bound
- * its oldest pairs are dropped (they would be sent last).
- */
-static void
-amount_queue(RlAmount *a)
-{
-	const RlEngine *engine = rl_engine(a->target->id.engine);
-	int64		room = Max(RL_REFUND_QUEUE_MAX - queue_pairs, 0);
-	int64		dropped = 0;
-
-	if (a->nspent > room)
-	{
-		dropped = a->nspent - room;
-		memmove(a->spent, a->spent + dropped, room * sizeof(RlSpent));
-		a->nspent = room;
-	}
-	if (engine->refunds_noted != NULL)
-		engine->refunds_noted(a->nspent, dropped);
-	if (a->nspent == 0)
-	{
-		a->next = free_amounts;
-		free_amounts = a;
-		return;
-	}
-	a->next = NULL;
-	if (queue_tail != NULL)
-		queue_tail->next = a;
-	else
-		queue_head = a;
-	queue_tail = a;
-	queue_pairs += a->nspent;
-	a->target->batch->queued++;
-	rl_refund_waiting = true;
 }
 
 /*
@@ -554,104 +577,15 @@ level_refund(RlLevel *level)
 		rl_refund_unlink(a);
 		if (a->target->id.flags & RL_RECEIPT_REMOTE)
 		{
-			amount_queue(a);
+			rl_refund_queue(a);
 			continue;
 		}
 		amount_refund(a);
-		a->next = free_amounts;
-		free_amounts = a;
+		a->next = rl_refund_free;
+		rl_refund_free = a;
 	}
 	level->up = free_levels;
 	free_levels = level;
-}
-
-/*
- * Take an amount off the queue: to the free list if its transaction is the
- * current one, else its retired tracking, once none of it is queued, to
- * *done (freed after the refunds are sent: their keys live there).
- */
-static void
-amount_dequeue(RlAmount *a, RlBatch **done)
-{
-	RlBatch    *b = a->target->batch;
-
-	b->queued--;
-	if (b == batch)
-	{
-		a->next = free_amounts;
-		free_amounts = a;
-	}
-	else if (b->queued == 0)
-	{
-		RlBatch   **link = &retired;
-
-		while (*link != b)
-			link = &(*link)->next;
-		*link = b->next;
-		b->next = *done;
-		*done = b;
-	}
-}
-
-/*
- * Send the queued refunds, outside any abort (the dispatcher; the exit):
- * each engine's in one refund_queued (one deadline for all), amounts oldest
- * first, pairs newest first.  The queue is emptied first: what a cancel
- * interrupts is dropped (the engine counts it), never sent twice.
- */
-void
-rl_refund_flush(void)
-{
-	RlRequest  *reqs;
-	RlReceipt  *receipts;
-	RlBatch    *done = NULL;
-	RlAmount   *a;
-	RlAmount   *next;
-	int			n = 0;
-	int			i;
-	int			j;
-
-	if (queue_head == NULL)
-		return;
-	/* allocated before the queue is taken: if this fails, it stays */
-	reqs = palloc(sizeof(RlRequest) * queue_pairs);
-	receipts = palloc(sizeof(RlReceipt) * queue_pairs);
-	for (a = queue_head; a != NULL; a = next)
-	{
-		next = a->next;
-		for (; a->nspent > 0; n++)
-			amount_pop(a, &reqs[n], &receipts[n]);
-		amount_dequeue(a, &done);
-	}
-	Assert(n == queue_pairs);
-	queue_head = queue_tail = NULL;
-	queue_pairs = 0;
-	rl_refund_waiting = false;
-
-	PG_TRY();
-	{
-		/* each engine's refunds together (a run of the same engine) */
-		for (i = 0; i < n; i = j)
-		{
-			for (j = i + 1; j < n && receipts[j].engine == receipts[i].engine;)
-				j++;
-			rl_engine(receipts[i].engine)->refund_queued(&reqs[i],
-														 &receipts[i], j - i);
-		}
-	}
-	PG_FINALLY();
-	{
-		while (done != NULL)
-		{
-			RlBatch    *b = done;
-
-			done = b->next;
-			MemoryContextDelete(b->cxt);
-		}
-		pfree(reqs);
-		pfree(receipts);
-	}
-	PG_END_TRY();
 }
 
 /*
@@ -681,8 +615,8 @@ level_commit(RlLevel *level, SubTransactionId parent_subid)
 		next = a->next;
 		if (b != NULL && rl_refund_merge(a, b))
 		{
-			a->next = free_amounts;
-			free_amounts = a;
+			a->next = rl_refund_free;
+			rl_refund_free = a;
 			continue;
 		}
 		a->level = parent;
@@ -704,6 +638,7 @@ refund_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+			pending_refund();
 			while (levels != NULL)
 				level_refund(levels);
 			refund_forget();
@@ -728,11 +663,20 @@ static void
 refund_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						SubTransactionId parentSubid, void *arg)
 {
+	if (buckets == NULL)
+		return;					/* not tracking: rl_refund_subid is invalid */
 	if (event == SUBXACT_EVENT_START_SUB)
-		current_subid = mySubid;
+		rl_refund_subid = mySubid;
 	else if (event == SUBXACT_EVENT_COMMIT_SUB ||
 			 event == SUBXACT_EVENT_ABORT_SUB)
-		current_subid = parentSubid;
+		rl_refund_subid = parentSubid;
+	if (rl_npending > 0 && rl_pending_subid == mySubid)
+	{
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			pending_refund();
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			rl_pending_subid = parentSubid;
+	}
 	if (levels == NULL || levels->subid != mySubid)
 		return;
 	switch (event)

@@ -185,3 +185,24 @@ rl_refund_merge(RlAmount *a, RlAmount *b)
 	rl_refund_unlink(a);
 	return true;
 }
+
+/*
+ * Take the newest pair off the amount, as its refund's request and receipt
+ * (off before it is given back: none is given back twice).
+ */
+void
+rl_refund_pop(RlAmount *a, RlRequest *req, RlReceipt *r)
+{
+	a->nspent--;
+	rl_request_init(req);
+	req->dbid = a->target->id.dbid;
+	req->algo = a->target->id.algo;
+	req->key = a->target->id.key;
+	req->keylen = a->target->id.keylen;
+	r->engine = a->target->id.engine;
+	r->flags = a->target->id.flags;
+	r->incarnation = a->target->id.incarnation;
+	r->params = a->params;
+	r->time = a->spent[a->nspent].time;
+	r->params.cost = a->spent[a->nspent].cost;
+}

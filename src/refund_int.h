@@ -108,6 +108,15 @@ struct RlLevel
 	RlLevel    *up;				/* the enclosing level (or free list) */
 };
 
+/* refund_queue.c: the transaction's tracking, and its free amounts */
+extern rl_hidden RlBatch *rl_refund_batch;
+extern rl_hidden RlAmount *rl_refund_free;
+extern rl_hidden bool rl_refund_exit_registered;
+extern void rl_refund_exit_register(void);
+extern void rl_refund_retire(RlBatch *b);
+extern void rl_refund_queue(RlAmount *a);
+
+extern void rl_refund_pop(RlAmount *a, RlRequest *req, RlReceipt *r);
 extern RlTargetKind rl_refund_kind(RlAlgo algo, uint8 flags);
 extern bool rl_refund_append(RlAmount *a, const RlParams *p, int64 t,
 							 int64 cost, bool no_oom);
@@ -123,7 +132,7 @@ extern bool rl_refund_same_window(const RlParams *p, int64 t, int64 u);
  * without building its key first, #9): its key's, the engine's when the
  * receipt carries it (the store hashed the key already), else computed as
  * the store does.  A key's targets of other incarnations or engines (rare
- * in one transaction) share its bucket, told apart by rl_refund_target_is.
+ * in one transaction) share its bucket, told apart by their keys (refund.c).
  */
 static inline uint64
 rl_refund_target_hash(const RlRequest *req, const RlReceipt *r)
@@ -131,19 +140,6 @@ rl_refund_target_hash(const RlRequest *req, const RlReceipt *r)
 	if (likely(r->flags & RL_RECEIPT_KEYHASH))
 		return r->keyhash;
 	return rl_state_hash(req->dbid, req->algo, req->key, req->keylen);
-}
-
-/* Is the target's key the state a receipt of a request reaches? */
-static inline bool
-rl_refund_target_is(const RlTarget *t, const RlRequest *req,
-					const RlReceipt *r)
-{
-	return t->id.keylen == req->keylen && t->id.dbid == req->dbid &&
-		t->id.algo == req->algo && t->id.engine == r->engine &&
-		t->id.flags == r->flags &&
-		(t->id.incarnation == r->incarnation ||
-		 (r->flags & RL_RECEIPT_TIMELESS)) &&
-		rl_key_equal(t->id.key, req->key, req->keylen);
 }
 
 /*
