@@ -130,6 +130,18 @@ rl_request_init(RlRequest *req)
 	req->fail_mode = RL_SETTING;
 }
 
+/* A request naming the state of (database, algorithm, key), nothing more. */
+static inline void
+rl_request_for_key(RlRequest *req, Oid dbid, RlAlgo algo, const char *key,
+				   int keylen)
+{
+	rl_request_init(req);
+	req->dbid = dbid;
+	req->algo = algo;
+	req->key = key;
+	req->keylen = keylen;
+}
+
 /* Outcome of an engine that may be unable to decide */
 typedef enum RlStatus
 {

@@ -471,11 +471,7 @@ pending_refund(void)
 		RlPending  *p = &rl_pending[--rl_npending];
 		RlRequest	req;
 
-		rl_request_init(&req);
-		req.dbid = p->dbid;
-		req.algo = p->algo;
-		req.key = p->key;
-		req.keylen = p->keylen;
+		rl_request_for_key(&req, p->dbid, p->algo, p->key, p->keylen);
 		(void) rl_engine(p->r.engine)->refund(&req, &p->r);
 	}
 	rl_npending = pending_first = pending_keyused = 0;

@@ -194,11 +194,8 @@ void
 rl_refund_pop(RlAmount *a, RlRequest *req, RlReceipt *r)
 {
 	a->nspent--;
-	rl_request_init(req);
-	req->dbid = a->target->id.dbid;
-	req->algo = a->target->id.algo;
-	req->key = a->target->id.key;
-	req->keylen = a->target->id.keylen;
+	rl_request_for_key(req, a->target->id.dbid, a->target->id.algo,
+					   a->target->id.key, a->target->id.keylen);
 	r->engine = a->target->id.engine;
 	r->flags = a->target->id.flags;
 	r->incarnation = a->target->id.incarnation;

@@ -72,11 +72,7 @@ holding_request(const RlHolding *h)
 {
 	RlRequest	req;
 
-	rl_request_init(&req);
-	req.dbid = h->dbid;
-	req.algo = h->algo;
-	req.key = h->key;
-	req.keylen = h->keylen;
+	rl_request_for_key(&req, h->dbid, h->algo, h->key, h->keylen);
 	return req;
 }
 
