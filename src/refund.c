@@ -140,6 +140,10 @@ static bool callbacks_registered = false;
 #define RL_PENDING_KEYS		8192	/* bytes of the longer keys */
 #define RL_PENDING_AHEAD	4	/* receipts a target is asked for ahead */
 
+/* any key a local engine stores fits in the empty buffer */
+StaticAssertDecl(MAXALIGN(RL_MAX_STORED_KEY) <= RL_PENDING_KEYS,
+				 "a stored key fits in the pending receipts' key buffer");
+
 RlPending	rl_pending[RL_PENDING_MAX];
 int			rl_npending = 0;	/* receipts in rl_pending */
 SubTransactionId rl_pending_subid = InvalidSubTransactionId;
@@ -480,8 +484,8 @@ pending_refund(void)
 /*
  * rl_refund_track's other calls (refund.h): a local engine's receipt kept
  * pending, its key copied (the pending added to their targets first when
- * there is no room, or they are of another level); any other added to its
- * target at once, after the pending.
+ * there is no room, or they are of another level); a remote or timeless
+ * one added to its target at once, after the pending.
  */
 void
 rl_refund_track_slow(const RlRequest *req, const RlReceipt *receipts, int n)
@@ -508,8 +512,9 @@ rl_refund_track_slow(const RlRequest *req, const RlReceipt *receipts, int n)
 			 rl_pending_subid != rl_refund_subid ||
 			 (!stored && req->keylen > RL_PENDING_KEYS - pending_keyused)))
 			pending_add();
-		if (local && (stored || req->keylen <= RL_PENDING_KEYS))
+		if (local)
 		{
+			Assert(req->keylen <= RL_MAX_STORED_KEY);
 			p = &rl_pending[rl_npending];
 			rl_pending_subid = rl_refund_subid;
 		}

@@ -76,7 +76,8 @@
 #                                                (token_bucket enforce)
 #   RL_BENCH_COST_TOP     functions listed per breakdown               (20)
 #   RL_BENCH_COST_KEEP    a directory to keep the callgrind files in, for
-#                         callgrind_annotate or kcachegrind            (none)
+#                         callgrind_annotate or kcachegrind (the cache
+#                         part's as CASE.cache.N1 and .N2)             (none)
 #   RL_BENCH_COST_ROWS    calls and rows of the wall and memory parts
 #                                                                (1000000)
 #   RL_BENCH_ROUNDS       rounds of the wall part, median kept          (5)
@@ -480,6 +481,11 @@ if has_part cache; then
 		cg=$cc vg_extra=$cache_sim callgrind_case "$c"
 		printf "   %s lines past the first level, %s past the last, per call\n" \
 			"$(per_call_event "$c" D1mr)" "$(per_call_event "$c" DLmr)"
+		if [ -n "$keep" ]; then
+			mkdir -p "$keep"
+			cp "$cc/$c.N1" "$keep/$c.cache.N1"
+			cp "$cc/$c.N2" "$keep/$c.cache.N2"
+		fi
 	done
 fi
 
