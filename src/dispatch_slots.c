@@ -39,7 +39,7 @@
  * engine whose POLL blocks (Redis) is polled without a sleep here.  A
  * cancel, a statement timeout or a termination raises in
  * CHECK_FOR_INTERRUPTS; slots.c leaves the queue at the (sub)abort or the
- * exit.  Returns TAKEN, BUSY or NO_ROOM.
+ * exit.  Returns TAKEN, BUSY, SHED, NO_ROOM or UNAVAILABLE.
  */
 static RlSlotResult
 slot_wait(const RlEngine *engine, const RlRequest *req, RlSlotResult r,
@@ -110,7 +110,8 @@ slot_engine(const RlRequest *req)
  * held.  Returns whether the call may proceed.  On Redis a slot is a lease
  * and the queue is kept in Redis (redis_lease.c).
  * A call with a priority takes a slot only if its headroom stays free
- * (shed.c), waiting or not.
+ * (shed.c), waiting or not; one refused for that alone (the engine's
+ * SHED) is counted as shed, as a decision's is.
  */
 bool
 rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
@@ -145,6 +146,7 @@ rl_acquire_slot(const RlRequest *req, int64 max_wait, bool session)
 	failed = r == RL_SLOT_NO_ROOM || r == RL_SLOT_UNAVAILABLE;
 	out.allowed = r == RL_SLOT_TAKEN ||
 		(failed && rl_request_fail_mode(req) != RL_FAIL_CLOSED);
+	out.shed = r == RL_SLOT_SHED;	/* counted apart (rl_stats) */
 	shadowed = !out.allowed && req->shadow;
 	rl_stats_count(req, &out, failed, shadowed);
 	return out.allowed || shadowed;

@@ -250,6 +250,9 @@ typedef enum RlSlotResult
 {
 	RL_SLOT_TAKEN,				/* the caller holds a slot: see the receipt */
 	RL_SLOT_BUSY,				/* none free (TRY), or left the queue */
+	RL_SLOT_SHED,				/* as BUSY, held back by the priority's
+								 * headroom alone: a slot was free under
+								 * the limit (shed.c) */
 	RL_SLOT_QUEUED,				/* in the queue: wait for the latch, poll */
 	RL_SLOT_GONE,				/* the key's state was dropped (a reset)
 								 * while queued: no longer in the queue */

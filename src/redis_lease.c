@@ -86,9 +86,13 @@ static bool exit_registered = false;
  */
 static int	my_releases = 0;
 
-/* The entry of this backend's ticket while it waits, or -1. */
+/*
+ * The entry of this backend's ticket while it waits, or -1; and whether
+ * the latest look held it back by its headroom alone (LEAVE's SHED).
+ */
 static int	wait_entry = -1;
 static uint32 wait_gen = 0;
+static bool wait_shed = false;
 
 /* The lease settings and the worker (from rl_redis_init). */
 void
@@ -184,10 +188,14 @@ rl_lease_holder_name(char *buf, int index, const RlSlotLease *l)
 /*
  * The Redis names of the key's queue, its tickets' expiries and its
  * wake-up list (lua/lease.lua): the key's name (which ends with its hash
- * tag) and a suffix, in names[0..2] (each RL_LEASE_KEY_MAX + 4 bytes).
+ * tag) and a suffix, in names[0..2] (each RL_LEASE_KEY_MAX + 4 bytes),
+ * their lengths in lens.  A name is bytes, not a C string: a policy's key
+ * holds a NUL between the policy's name and the caller's key, so a length
+ * taken with strlen would name one queue for every key of the policy.
  */
 static void
-queue_names(const char *key, int keylen, char names[3][RL_LEASE_KEY_MAX + 4])
+queue_names(const char *key, int keylen, char names[3][RL_LEASE_KEY_MAX + 4],
+			size_t lens[3])
 {
 	static const char *const suffix[3] = {":q", ":qt", ":w"};
 	int			k;
@@ -196,6 +204,7 @@ queue_names(const char *key, int keylen, char names[3][RL_LEASE_KEY_MAX + 4])
 	{
 		memcpy(names[k], key, keylen);
 		strcpy(names[k] + keylen, suffix[k]);
+		lens[k] = (size_t) keylen + strlen(suffix[k]);
 	}
 }
 
@@ -214,6 +223,7 @@ rl_lease_script(RlRedisCall *call, const char *op, const char *key,
 	const char *argv[14];
 	size_t		argvlen[14];
 	char		names[3][RL_LEASE_KEY_MAX + 4];
+	size_t		lens[3];
 	char		lease[16];
 	char		limit[24];
 	char		headroom[24];
@@ -224,7 +234,7 @@ rl_lease_script(RlRedisCall *call, const char *op, const char *key,
 	RlRedisNode *node;
 	redisReply *r;
 
-	queue_names(key, keylen, names);
+	queue_names(key, keylen, names, lens);
 	snprintf(lease, sizeof(lease), "%d", rl_redis_lease_time);
 	argv[argc++] = "EVALSHA";
 	argv[argc++] = script->sha;
@@ -246,19 +256,23 @@ rl_lease_script(RlRedisCall *call, const char *op, const char *key,
 		argv[argc++] = ticket;
 	}
 	for (i = 0; i < argc; i++)
-		argvlen[i] = i == 3 ? (size_t) keylen : strlen(argv[i]);
+		argvlen[i] = i == 3 ? (size_t) keylen :
+			i >= 4 && i <= 6 ? lens[i - 4] : strlen(argv[i]);
 
 	reply->ok = false;
 	r = rl_redis_key_command(call, rl_redis_slot(key, keylen), argc, argv,
 							 argvlen, script->text, &node);
 	if (r == NULL)
 		return;
-	if (acquire && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	if (acquire && r->type == REDIS_REPLY_ARRAY &&
+		(r->elements == 2 || r->elements == 3) &&
 		r->element[0]->type == REDIS_REPLY_INTEGER &&
-		r->element[1]->type == REDIS_REPLY_INTEGER)
+		r->element[1]->type == REDIS_REPLY_INTEGER &&
+		(r->elements == 2 || r->element[2]->type == REDIS_REPLY_INTEGER))
 	{
 		reply->taken = r->element[0]->integer;
 		reply->in_flight = r->element[1]->integer;
+		reply->shed = r->elements == 3 && r->element[2]->integer == 1;
 		reply->ok = true;
 	}
 	else if (!acquire && r->type == REDIS_REPLY_INTEGER)
@@ -282,19 +296,20 @@ static bool
 wake_wait(RlRedisCall *call, const char *key, int keylen)
 {
 	char		names[3][RL_LEASE_KEY_MAX + 4];
+	size_t		lens[3];
 	char		block[16];
 	const char *argv[3];
 	size_t		argvlen[3];
 	RlRedisNode *node;
 	redisReply *r;
 
-	queue_names(key, keylen, names);
+	queue_names(key, keylen, names, lens);
 	snprintf(block, sizeof(block), "%.3f", RL_WAIT_BLOCK_MS / 1000.0);
 	argv[0] = "BLPOP";
 	argv[1] = names[2];
 	argv[2] = block;
 	argvlen[0] = 5;
-	argvlen[1] = strlen(names[2]);
+	argvlen[1] = lens[2];
 	argvlen[2] = strlen(block);
 	rl_redis_call_block(call, RL_WAIT_BLOCK_MS);
 	r = rl_redis_key_command(call, rl_redis_slot(key, keylen), 3, argv,
@@ -491,7 +506,9 @@ wait_leave(void)
  * ticket at the end of the key's queue (QUEUED; the entry stays TAKING).
  * POLL: block on the key's wake-up list a moment, then take a slot if the
  * ticket is first and one is free (QUEUED if not, GONE if the ticket
- * expired: queue again).  LEAVE: the ticket goes (BUSY).  TAKEN fills the
+ * expired: queue again).  LEAVE: the ticket goes (BUSY).  A TRY, or a
+ * LEAVE after a look, that the headroom alone held back is SHED (the
+ * script's reply says so).  TAKEN fills the
  * receipt (its incarnation names the entry and its generation).  NO_ROOM
  * when the table is full, UNAVAILABLE when Redis cannot answer (the
  * breaker open, a failure): fail_mode decides, nothing is held.  An error
@@ -510,8 +527,10 @@ rl_redis_lease_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 	receipt->engine = RL_ENGINE_NONE;
 	if (op == RL_SLOT_LEAVE)
 	{
+		bool		shed = wait_entry >= 0 && wait_shed;
+
 		wait_leave();
-		return RL_SLOT_BUSY;
+		return shed ? RL_SLOT_SHED : RL_SLOT_BUSY;
 	}
 	if (!exit_registered)
 	{
@@ -555,6 +574,7 @@ rl_redis_lease_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 		{
 			wait_entry = i;
 			wait_gen = gen;
+			wait_shed = false;
 		}
 	}
 
@@ -588,10 +608,13 @@ rl_redis_lease_acquire(const RlRequest *req, RlSlotOp op, int64 now,
 		if (op == RL_SLOT_TRY)
 		{
 			rl_lease_set(i, gen, RL_LEASE_FREE);
-			return RL_SLOT_BUSY;
+			return reply.shed ? RL_SLOT_SHED : RL_SLOT_BUSY;
 		}
 		if (reply.taken == 0)
+		{
+			wait_shed = reply.shed;
 			return RL_SLOT_QUEUED;
+		}
 		/* the ticket expired (this waiter was away): queue again */
 		rl_lease_set(i, gen, RL_LEASE_FREE);
 		wait_entry = -1;

@@ -61,6 +61,7 @@ typedef struct RlSlotLeaseReply
 	int64		taken;			/* acquire: 1 taken, 0 not, -1 ticket gone;
 								 * else the count */
 	int64		in_flight;		/* acquire: slots held after the call */
+	bool		shed;			/* acquire, not taken: by the headroom alone */
 } RlSlotLeaseReply;
 
 extern RlSlotLeaseShared *rl_lease_shared;

@@ -167,7 +167,8 @@ queue_serve(RlEntry *e)
 
 /*
  * TRY or QUEUE: take a slot if one is free and nobody waits, or (QUEUE)
- * join the queue.  The partition lock is held; call has the caller's
+ * join the queue.  A TRY refused by its headroom alone (a slot free under
+ * the limit, nobody ahead) is SHED.  The partition lock is held; call has the caller's
  * owner.
  */
 static RlSlotResult
@@ -178,6 +179,7 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	bool		fresh = false;
 	int64		waiting = 0;
 	bool		any;
+	bool		queued;
 	RlOutcome	out;
 	RlEntry    *e;
 
@@ -212,6 +214,7 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 		waiting = e->st.slots.waiting;
 		e->st.slots.waiting = 0;
 	}
+	queued = e->st.slots.waiting > 0;
 	(void) rl_algo(req->algo)->decide(&e->st, fresh, t, t, &req->params,
 									  &out, NULL);
 	if (waiting > 0)
@@ -226,7 +229,10 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	if (!queue)
 	{
 		entry_settle(e);
-		return RL_SLOT_BUSY;
+		/* a slot free under the limit, and nobody ahead: the headroom's */
+		return !queued && req->params.headroom > 0 &&
+			out.remaining >= Max(req->params.cost, 1) ?
+			RL_SLOT_SHED : RL_SLOT_BUSY;
 	}
 
 	me->ticket = rl_slots_enqueue(&e->st.slots);
@@ -248,14 +254,16 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 /*
  * POLL or LEAVE, for a backend in a queue: has its slot come?  If not,
  * LEAVE takes it out of the queue (and serves the queue: it may have been
- * the first, waiting under a lower limit than those behind it).  The
- * partition lock is held.
+ * the first, waiting under a lower limit than those behind it): SHED if a
+ * slot was free under its limit then, BUSY if not.  The partition lock is
+ * held.
  */
 static RlSlotResult
 slot_poll(const RlRequest *req, int64 now, RlSlotWaiter *me, bool leave,
 		  RlReceipt *receipt)
 {
 	RlEntry    *e;
+	bool		shed;
 
 	if (me->entry == RL_NIL)
 		return RL_SLOT_BUSY;
@@ -274,11 +282,12 @@ slot_poll(const RlRequest *req, int64 now, RlSlotWaiter *me, bool leave,
 	}
 	if (!leave)
 		return RL_SLOT_QUEUED;
+	shed = me->headroom > 0 && waiter_shed(me, &e->st.slots);
 	me->entry = RL_NIL;
 	rl_slots_leave(&e->st.slots);
 	queue_serve(e);
 	entry_settle(e);
-	return RL_SLOT_BUSY;
+	return shed ? RL_SLOT_SHED : RL_SLOT_BUSY;
 }
 
 /*

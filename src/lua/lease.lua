@@ -17,11 +17,14 @@
 --
 -- 'acquire' drops the expired leases and tickets, counts the live leases
 -- and adds the holder's if nobody waits and in_flight + 1 + headroom <=
--- limit; replies {taken (0/1), slots in flight after the call}.  'queue'
+-- limit; replies {taken (0/1), slots in flight after the call, shed}, shed
+-- 1 when only the headroom held the holder back (a slot free under the
+-- limit, nobody waiting ahead), else 0.  'queue'
 -- is 'acquire' that, when no slot is given, gives the holder a ticket at
 -- the end of the queue (expiring after the ticket time).  'poll' renews
 -- the holder's ticket and gives it a slot if its ticket is the first and
--- the slot (plus headroom) is free; replies {-1, in flight} when its
+-- the slot (plus headroom) is free (shed as for 'acquire', the holder's
+-- ticket the first); replies {-1, in flight} when its
 -- ticket is gone (expired: the waiter was away too long; it queues
 -- again).  'renew' moves a live lease's expiry to now + lease time; a
 -- lease expired (or gone: a reset, an eviction) is not brought back, for
@@ -105,7 +108,7 @@ if op == 'acquire' or op == 'queue' or op == 'poll' then
     keep(tickets, now + ticket)
     local first = redis.call('ZRANGE', queue, 0, 0)[1]
     if first ~= holder or not fits then
-      return {0, held}
+      return {0, held, (first == holder and held + 1 <= limit) and 1 or 0}
     end
     redis.call('ZREM', queue, holder)
     redis.call('ZREM', tickets, holder)
@@ -115,9 +118,11 @@ if op == 'acquire' or op == 'queue' or op == 'poll' then
     end
     return take(held)
   end
-  if fits and redis.call('ZCARD', queue) == 0 then
+  local waiting = redis.call('ZCARD', queue)
+  if fits and waiting == 0 then
     return take(held)
   end
+  local shed = (waiting == 0 and held + 1 <= limit) and 1 or 0
   if op == 'queue' then
     local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
     local seq = 1
@@ -129,7 +134,7 @@ if op == 'acquire' or op == 'queue' or op == 'poll' then
     keep(queue, now + ticket)
     keep(tickets, now + ticket)
   end
-  return {0, held}
+  return {0, held, shed}
 elseif op == 'renew' then
   local until_ms = redis.call('ZSCORE', key, holder)
   if not until_ms or tonumber(until_ms) <= now then

@@ -6,7 +6,7 @@
 # never batched), under a policy and under a policy of several limits (the
 # all-or-nothing script).  What remains for a caller is what is left above
 # its headroom, as on the local store (test/sql/priority.sql); rl_stats
-# counts the shed denials.
+# counts the shed denials, a concurrency limit's leases' too.
 
 use strict;
 use warnings;
@@ -129,6 +129,42 @@ is( $node->safe_psql(
 		admitted_policy('m', 'multi', 'critical', 12)}),
 	'8|0|2',
 	'a policy of several limits on Redis: each keeps its reserve');
+
+# a concurrency limit's leases: a call its headroom alone refused (a slot
+# free under the limit, nobody waiting ahead) is counted as shed, whether
+# it waited for the slot or not; one refused with every slot held is not
+$node->safe_psql('postgres', q{
+	INSERT INTO rl_policy (name, algo, "limit", reserve, backend)
+	VALUES ('ps', 'concurrency', 2, 0.5, 'redis');
+});
+
+sub try_slot
+{
+	my ($priority, $wait) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT rl_acquire('s', 'ps', max_wait => '$wait', priority => '$priority')});
+}
+
+sub ps_stats
+{
+	return $node->safe_psql('postgres', q{
+		SELECT allowed || '/' || denied || '/' || shed FROM rl_stats
+		WHERE policy = 'ps'});
+}
+
+my $one = $node->background_psql('postgres');
+$one->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
+is(try_slot('sheddable', '0'), 'f', 'a lease held: a sheddable call is refused');
+is(try_slot('sheddable', '300 ms'), 'f',
+	'a sheddable call waiting for the reserved lease gives up');
+is(ps_stats(), '1/2/2', '... both counted as shed');
+my $two = $node->background_psql('postgres');
+$two->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
+is(try_slot('sheddable', '0'), 'f', 'both leases held: a sheddable call is refused');
+is(try_slot('critical', '0'), 'f', '... and so is a critical one');
+is(try_slot('sheddable', '300 ms'), 'f', '... and a sheddable one that waits');
+is(ps_stats(), '2/5/2', 'a call refused with every lease held is not shed');
+$_->quit foreach ($one, $two);
 
 is($node->safe_psql('postgres', 'SELECT failures FROM rl_redis_info()'),
 	'0', 'no Redis call failed');

@@ -3,7 +3,8 @@
 # which must leave the reserve free, holds back neither a critical call
 # that does not wait (it takes the slot the sheddable waiter may not) nor
 # a critical waiter queued behind it (served first when a slot frees); it
-# gets its slot once the reserve is free again.
+# gets its slot once the reserve is free again.  rl_stats counts a call
+# refused by its headroom alone as shed, waiting or not.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -80,5 +81,45 @@ $shed->query_safe('COMMIT');
 wait_slots('0/0', 'every slot given back');
 
 $_->quit foreach ($holder, $second, $shed, $crit);
+
+# ---- rl_stats counts a call its headroom alone refused as shed ----
+# Policy ps: 2 slots, half of them kept.  A sheddable call refused while
+# a slot is free under the limit is shed, whether it waited for the slot
+# or not; one refused because every slot is held is denied, not shed.
+$node->safe_psql('postgres', q{
+	INSERT INTO rl_policy (name, algo, "limit", reserve)
+	VALUES ('ps', 'concurrency', 2, 0.5);
+});
+
+# one call on key s under ps, in its own session: 't' or 'f'
+sub try_slot
+{
+	my ($priority, $wait) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT rl_acquire('s', 'ps', max_wait => '$wait', priority => '$priority')});
+}
+
+sub ps_stats
+{
+	return $node->safe_psql('postgres', q{
+		SELECT allowed || '/' || denied || '/' || shed FROM rl_stats
+		WHERE policy = 'ps'});
+}
+
+my $one = $node->background_psql('postgres');
+$one->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
+is(try_slot('sheddable', '0'), 'f', 'one slot held: a sheddable call is refused');
+is(ps_stats(), '1/1/1', '... and counted as shed');
+is(try_slot('sheddable', '200 ms'), 'f',
+	'a sheddable call waiting for the reserved slot gives up');
+is(ps_stats(), '1/2/2', '... and is counted as shed');
+my $two = $node->background_psql('postgres');
+$two->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
+is(try_slot('sheddable', '0'), 'f', 'both slots held: a sheddable call is refused');
+is(try_slot('critical', '0'), 'f', '... and so is a critical one');
+is(try_slot('sheddable', '200 ms'), 'f', '... and a sheddable one that waits');
+is(ps_stats(), '2/5/2', 'a call refused with every slot held is not shed');
+$_->quit foreach ($one, $two);
+
 $node->stop;
 done_testing();

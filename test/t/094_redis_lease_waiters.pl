@@ -9,6 +9,7 @@
 #  - a waiter cancelled (pg_cancel_backend) leaves the queue;
 #  - a call without max_wait does not jump over a live ticket, and a
 #    ticket nobody renews stops holding the queue up once it expires;
+#  - waiters on two keys of one policy wait in two queues;
 #  - a waiter killed (SIGKILL; its server shuts down) does not hold up the
 #    next waiter beyond its ticket's expiry.
 use strict;
@@ -173,6 +174,36 @@ is(script('hr', qw(queue v 30000 3 1 3000)), '0',
 is(script('hr', qw(poll v 30000 3 1 3000)), '0', 'and a poll keeps it waiting');
 is(script('hr', qw(poll v 30000 3 0 3000)), '1',
 	'without headroom, the first ticket takes the last slot');
+
+# ---- waiters under a policy: each key its own queue ----
+# A policy's key holds a NUL between the policy's name and the caller's
+# key: the queue's names are bytes, so that keys a and b of one policy do
+# not share (nor break, a queue and a wake-up list under one name) a queue.
+$_->safe_psql('postgres', q{
+	INSERT INTO rl_policy (name, algo, "limit") VALUES ('pq', 'concurrency', 1)})
+  for ($na, $nb);
+is($h->query_safe(q{SELECT rl_acquire('a', 'pq', hold => 'session')
+	AND rl_acquire('b', 'pq', hold => 'session')}), 't', 'a holds keys a and b of pq');
+my ($pa, $pb) = ('', '');
+my $wa = start_psql($nb, q{SELECT rl_acquire('a', 'pq', max_wait => '60 s')}, \$pa);
+my $wb = start_psql($nb, q{SELECT rl_acquire('b', 'pq', max_wait => '60 s')}, \$pb);
+my $queues = sub {
+	return $redis->cli('EVAL',
+		q{local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do n = n + redis.call('ZCARD', k) end return #redis.call('KEYS', ARGV[1]) .. '/' .. n},
+		0, 'rl:{shared:cc:pq*}:q');
+};
+my $t0 = time;
+usleep(20_000) while $queues->() ne '2/2' && time - $t0 < 60;
+is($queues->(), '2/2', 'two queues of pq, one ticket each');
+$h->query_safe(q{SELECT rl_release('a', 'pq')});
+$wa->finish;
+is((split /\n/, $pa)[0], 't', 'the waiter on a takes the slot a released');
+is($queues->(), '1/1', 'the waiter on b still waits, in its own queue');
+$h->query_safe(q{SELECT rl_release('b', 'pq')});
+$wb->finish;
+is((split /\n/, $pb)[0], 't', 'then the waiter on b takes b');
+is($nb->safe_psql('postgres', 'SELECT failures FROM rl_redis_info()'), '0',
+	'no Redis call failed');
 
 # ---- a killed waiter does not hold the queue beyond its ticket ----
 my $hb = $nb->background_psql('postgres');
