@@ -19,6 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use RlHarness;
 use RlRedis;
+use RlShed;
 
 my $redis = RlRedis->new;
 my $node = RlRedis::pg_node('redis_priority', qq{
@@ -138,33 +139,7 @@ $node->safe_psql('postgres', q{
 	VALUES ('ps', 'concurrency', 2, 0.5, 'redis');
 });
 
-sub try_slot
-{
-	my ($priority, $wait) = @_;
-	return $node->safe_psql('postgres', qq{
-		SELECT rl_acquire('s', 'ps', max_wait => '$wait', priority => '$priority')});
-}
-
-sub ps_stats
-{
-	return $node->safe_psql('postgres', q{
-		SELECT allowed || '/' || denied || '/' || shed FROM rl_stats
-		WHERE policy = 'ps'});
-}
-
-my $one = $node->background_psql('postgres');
-$one->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
-is(try_slot('sheddable', '0'), 'f', 'a lease held: a sheddable call is refused');
-is(try_slot('sheddable', '300 ms'), 'f',
-	'a sheddable call waiting for the reserved lease gives up');
-is(ps_stats(), '1/2/2', '... both counted as shed');
-my $two = $node->background_psql('postgres');
-$two->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
-is(try_slot('sheddable', '0'), 'f', 'both leases held: a sheddable call is refused');
-is(try_slot('critical', '0'), 'f', '... and so is a critical one');
-is(try_slot('sheddable', '300 ms'), 'f', '... and a sheddable one that waits');
-is(ps_stats(), '2/5/2', 'a call refused with every lease held is not shed');
-$_->quit foreach ($one, $two);
+RlShed::slot_shed_counts($node, 'ps', 'lease');
 
 is($node->safe_psql('postgres', 'SELECT failures FROM rl_redis_info()'),
 	'0', 'no Redis call failed');

@@ -11,6 +11,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use RlHarness;
+use RlShed;
 
 my $node = PostgreSQL::Test::Cluster->new('priority_waiters');
 $node->init;
@@ -91,35 +92,7 @@ $node->safe_psql('postgres', q{
 	VALUES ('ps', 'concurrency', 2, 0.5);
 });
 
-# one call on key s under ps, in its own session: 't' or 'f'
-sub try_slot
-{
-	my ($priority, $wait) = @_;
-	return $node->safe_psql('postgres', qq{
-		SELECT rl_acquire('s', 'ps', max_wait => '$wait', priority => '$priority')});
-}
-
-sub ps_stats
-{
-	return $node->safe_psql('postgres', q{
-		SELECT allowed || '/' || denied || '/' || shed FROM rl_stats
-		WHERE policy = 'ps'});
-}
-
-my $one = $node->background_psql('postgres');
-$one->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
-is(try_slot('sheddable', '0'), 'f', 'one slot held: a sheddable call is refused');
-is(ps_stats(), '1/1/1', '... and counted as shed');
-is(try_slot('sheddable', '200 ms'), 'f',
-	'a sheddable call waiting for the reserved slot gives up');
-is(ps_stats(), '1/2/2', '... and is counted as shed');
-my $two = $node->background_psql('postgres');
-$two->query_safe(q{BEGIN; SELECT rl_acquire('s', 'ps', priority => 'critical')});
-is(try_slot('sheddable', '0'), 'f', 'both slots held: a sheddable call is refused');
-is(try_slot('critical', '0'), 'f', '... and so is a critical one');
-is(try_slot('sheddable', '200 ms'), 'f', '... and a sheddable one that waits');
-is(ps_stats(), '2/5/2', 'a call refused with every slot held is not shed');
-$_->quit foreach ($one, $two);
+RlShed::slot_shed_counts($node, 'ps', 'slot');
 
 $node->stop;
 done_testing();
