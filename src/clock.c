@@ -10,7 +10,7 @@
  *   - Only where the kernel keeps time with the counter (the clocksource
  *	   is "tsc"): the kernel has then found it constant in rate, running in
  *	   every idle state, and the same on every CPU.  Elsewhere every read is
- *	   the system clock's (GetCurrentTimestamp).
+ *	   the system clock's (gettimeofday).
  *   - Each reading of the system clock is bracketed by two reads of the
  *	   counter, and becomes the anchor only when the bracket is short (the
  *	   process was not preempted between them): at most 2,000 ticks, or
@@ -37,6 +37,7 @@
  */
 #include "postgres.h"
 
+#include <sys/time.h>
 #include <time.h>
 
 #include "clock.h"
@@ -55,6 +56,9 @@
 #define RL_CLOCK_AGREE		1000
 
 RlClockAnchor rl_clock_anchor;
+
+/* rl_clock_system's reading of the system clock */
+static struct timeval system_tv;
 
 #ifdef RL_CLOCK_TSC
 
@@ -77,7 +81,7 @@ static uint64 measured = 0;
  * Does the kernel keep time with the time-stamp counter?  Read once per
  * process (the postmaster's answer is inherited).
  */
-static bool
+static pg_noinline bool
 tsc_check(void)
 {
 	FILE	   *f;
@@ -144,41 +148,53 @@ clock_anchor(uint64 tsc, int64 ns, uint64 bracket)
 		(((uint64) RL_CLOCK_SPAN) << 32) / rl_clock_anchor.mult;
 }
 
-#endif							/* RL_CLOCK_TSC */
-
 /*
- * The system clock, in microseconds since the Unix epoch; where the
- * counter may stand in for it, the reading is a new anchor.
+ * The system clock read where the counter may stand in for it: the reading,
+ * bracketed by the counter, is a new anchor.  Out of line, so that
+ * rl_clock_system's other case sets up no frame of its own.
  */
-int64
-rl_clock_system(void)
+static pg_noinline int64
+clock_read_anchor(void)
 {
-#ifdef RL_CLOCK_TSC
 	struct timespec ts;
 	uint64		t0,
 				t1;
 	int64		ns;
 
+	t0 = __builtin_ia32_rdtsc();
+	if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+		return GetCurrentTimestamp() + RL_UNIX_OFFSET;
+	t1 = __builtin_ia32_rdtsc();
+	ns = (int64) ts.tv_sec * INT64CONST(1000000000) + ts.tv_nsec;
+	if (t1 >= t0)
+	{
+		uint64		bracket = t1 - t0;
+
+		min_bracket = Min(min_bracket, bracket);
+		if (bracket <= Max(RL_CLOCK_BRACKET, 2 * min_bracket))
+			clock_anchor(t0 + bracket / 2, ns, bracket);
+	}
+	return ns / 1000;
+}
+
+#endif							/* RL_CLOCK_TSC */
+
+/*
+ * The system clock, in microseconds since the Unix epoch; where the
+ * counter may stand in for it, the reading is a new anchor.  Elsewhere
+ * (the kernel keeps time with another clocksource: kvm-clock, say) every
+ * decision comes here: a test and the system's call, nothing more (#9).
+ */
+int64
+rl_clock_system(void)
+{
+#ifdef RL_CLOCK_TSC
 	if (unlikely(tsc_usable < 0))
 		tsc_usable = tsc_check();
 	if (tsc_usable)
-	{
-		t0 = __builtin_ia32_rdtsc();
-		if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
-		{
-			t1 = __builtin_ia32_rdtsc();
-			ns = (int64) ts.tv_sec * INT64CONST(1000000000) + ts.tv_nsec;
-			if (t1 >= t0)
-			{
-				uint64		bracket = t1 - t0;
-
-				min_bracket = Min(min_bracket, bracket);
-				if (bracket <= Max(RL_CLOCK_BRACKET, 2 * min_bracket))
-					clock_anchor(t0 + bracket / 2, ns, bracket);
-			}
-			return ns / 1000;
-		}
-	}
+		return clock_read_anchor();
 #endif
-	return GetCurrentTimestamp() + RL_UNIX_OFFSET;
+	/* a static buffer: no frame to guard (the process's only reader) */
+	gettimeofday(&system_tv, NULL);
+	return (int64) system_tv.tv_sec * USECS_PER_SEC + system_tv.tv_usec;
 }

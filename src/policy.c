@@ -90,9 +90,13 @@ static Oid	policy_relid = InvalidOid;
 static Oid	override_relid = InvalidOid;
 static Oid	limit_relid = InvalidOid;
 static uint32 policy_changes = 0;	/* invalidations of the cache seen */
-/* rl_policy_news's latest taking in: its statement, the counter then */
+/*
+ * rl_policy_news's latest taking in: its statement, the counter then, and
+ * how many ticks of the counter it holds for
+ */
 TimestampTz rl_policy_news_stmt = 0;
 uint64		rl_policy_news_tsc = 0;
+uint64		rl_policy_news_span = 0;
 uint32		rl_policy_generation = 0;	/* the cache's, new at each reload
 										 * (RlPolicyRef) */
 static bool callback_registered = false;
@@ -429,6 +433,8 @@ rl_policy_news_take(void)
 	rl_policy_news_stmt = GetCurrentStatementStartTimestamp();
 #ifdef RL_CLOCK_TSC
 	rl_policy_news_tsc = __builtin_ia32_rdtsc();
+	rl_policy_news_span = rl_clock_anchor.span != 0 ? rl_clock_anchor.span :
+		RL_POLICY_NEWS_TICKS;
 #endif
 	AcceptInvalidationMessages();
 }

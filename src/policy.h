@@ -45,6 +45,14 @@ extern rl_hidden Oid rl_policy_reader;
 extern rl_hidden Oid rl_policy_allowed;
 extern rl_hidden TimestampTz rl_policy_news_stmt;
 extern rl_hidden uint64 rl_policy_news_tsc;
+extern rl_hidden uint64 rl_policy_news_span;
+
+/*
+ * How long news hold where the clock has no rate for the time-stamp
+ * counter (the kernel keeps time with another clocksource, kvm-clock say):
+ * a millisecond or less for any counter of 1 GHz or more.
+ */
+#define RL_POLICY_NEWS_TICKS	UINT64CONST(1000000)
 
 extern void rl_policy_init(void);
 extern void rl_policy_news_take(void);
@@ -70,10 +78,13 @@ extern void rl_policy_args(FunctionCallInfo fcinfo, RlPolicyRef *ref,
  * rl_policy's rows, its privileges and row security, role memberships),
  * even inside a transaction that already holds its locks, where
  * PostgreSQL would deliver them only at its next lock: at a statement's
- * first check, then at most a millisecond apart while it runs (by the
- * time-stamp counter, where the clock has its rate; else at every
- * check).  #9: AcceptInvalidationMessages cost a quota trigger's row 79
- * instructions; this test costs a few.  The session's own changes reach
+ * first check, then at most a millisecond apart while it runs, by the
+ * time-stamp counter: at the rate the clock measured, else at a
+ * millisecond or less for any counter of 1 GHz or more.  This needs no
+ * time of day, only a bound on how long news wait: a counter that runs
+ * fast takes them in more often, one that went back (another CPU's) at
+ * once, and a new statement always does.  #9: AcceptInvalidationMessages
+ * cost a quota trigger's row 79 instructions; this test costs a few.  The session's own changes reach
  * the cache at once either way (at its next command).
  */
 static inline void
@@ -82,7 +93,7 @@ rl_policy_news(void)
 #ifdef RL_CLOCK_TSC
 	if (likely(GetCurrentStatementStartTimestamp() == rl_policy_news_stmt &&
 			   __builtin_ia32_rdtsc() - rl_policy_news_tsc <
-			   rl_clock_anchor.span))
+			   rl_policy_news_span))
 		return;
 #endif
 	rl_policy_news_take();

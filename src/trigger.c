@@ -160,8 +160,12 @@ static uint64 trigger_sweeps = 0;
 static Oid	resolving_relid = InvalidOid;
 static bool resolving_stale = false;
 
-/* ratelimit.trigger_at: the time quota triggers decide at; "": the clock */
+/*
+ * ratelimit.trigger_at: the time quota triggers decide at; "": the clock.
+ * trigger_at_set: whether it is set (its assign hook), one test a row.
+ */
 static char *rl_trigger_at = NULL;
+static bool trigger_at_set = false;
 
 PG_FUNCTION_INFO_V1(rl_enforce);
 
@@ -170,6 +174,8 @@ PG_FUNCTION_INFO_V1(rl_enforce);
  * tests that cross a period's end (a month's) at a time they choose, as
  * "at" does for calls.  Superusers only, and checked as "at" at each row.
  */
+static void trigger_at_assign(const char *newval, void *extra);
+
 void
 rl_trigger_init(void)
 {
@@ -177,20 +183,33 @@ rl_trigger_init(void)
 							   "Time at which quota triggers decide, instead of the clock.",
 							   "Empty (the default): the real clock.",
 							   &rl_trigger_at, "", PGC_SUSET, GUC_NOT_IN_SAMPLE,
-							   NULL, NULL, NULL);
+							   NULL, trigger_at_assign, NULL);
 }
 
-/* ratelimit.trigger_at as the time of a call, or RL_NO_TIME when unset. */
-static int64
-trigger_time(void)
+static void
+trigger_at_assign(const char *newval, void *extra)
+{
+	trigger_at_set = newval != NULL && newval[0] != '\0';
+}
+
+/* ratelimit.trigger_at, set, as the time of a call */
+static pg_noinline int64
+trigger_time_set(void)
 {
 	Datum		at;
 
-	if (rl_trigger_at == NULL || rl_trigger_at[0] == '\0')
-		return RL_NO_TIME;
 	at = DirectFunctionCall3(timestamptz_in, CStringGetDatum(rl_trigger_at),
 							 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	return rl_arg_at(DatumGetTimestampTz(at));
+}
+
+/* ratelimit.trigger_at as the time of a call, or RL_NO_TIME when unset. */
+static inline int64
+trigger_time(void)
+{
+	if (likely(!trigger_at_set))
+		return RL_NO_TIME;
+	return trigger_time_set();
 }
 
 /*
