@@ -189,10 +189,13 @@ int64
 rl_clock_system(void)
 {
 #ifdef RL_CLOCK_TSC
-	if (unlikely(tsc_usable < 0))
-		tsc_usable = tsc_check();
-	if (tsc_usable)
-		return clock_read_anchor();
+	if (tsc_usable != 0)
+	{
+		if (tsc_usable < 0)
+			tsc_usable = tsc_check();
+		if (tsc_usable > 0)
+			return clock_read_anchor();
+	}
 #endif
 	/* a static buffer: no frame to guard (the process's only reader) */
 	gettimeofday(&system_tv, NULL);

@@ -399,7 +399,6 @@ rl_store_startup(void)
 		{
 			rl_entries[base + j].flags = 0;
 			rl_entries[base + j].next = j + 1 < per_part ? base + j + 1 : RL_NIL;
-			rl_entries[base + j].key_more = j > 0 ? base + j - 1 : RL_NIL;
 			rl_buckets[base + j] = RL_NIL;
 		}
 	}

@@ -203,56 +203,6 @@ waiters_wake(const RlEntry *e)
 			SetLatch(&GetPGProcByNumber(i)->procLatch);
 }
 
-/* ---- entries ---- */
-
-/* rl_store_find's walk of the bucket's chain, its home entry not the key */
-RlEntry *
-rl_store_find_chain(RlSlot slot, Oid dbid, RlAlgo algo, const char *key,
-					int keylen)
-{
-	uint32		i;
-
-	for (i = *rl_store_bucket(slot.partno, slot.hash); i != RL_NIL;
-		 i = rl_entries[i].next)
-	{
-		RlEntry    *e = &rl_entries[i];
-
-		if (rl_store_entry_is(e, slot, dbid, algo, key, keylen))
-			return e;
-	}
-	return NULL;
-}
-
-/*
- * The partition's free entries are linked both ways (next, and key_more
- * back), so that a new key can take the free entry at its home, wherever
- * it is in the list.
- */
-static void
-free_push(RlPartitionData *part, uint32 idx)
-{
-	RlEntry    *e = &rl_entries[idx];
-
-	e->next = part->free;
-	e->key_more = RL_NIL;
-	if (part->free != RL_NIL)
-		rl_entries[part->free].key_more = idx;
-	part->free = idx;
-}
-
-static void
-free_take(RlPartitionData *part, uint32 idx)
-{
-	RlEntry    *e = &rl_entries[idx];
-
-	if (e->key_more != RL_NIL)
-		rl_entries[e->key_more].next = e->next;
-	else
-		part->free = e->next;
-	if (e->next != RL_NIL)
-		rl_entries[e->next].key_more = e->key_more;
-}
-
 /* Unlink a used entry from its bucket, free its blocks and the entry. */
 void
 rl_store_remove(int partno, RlEntry *e)
@@ -282,7 +232,8 @@ rl_store_remove(int partno, RlEntry *e)
 	}
 
 	e->flags = 0;
-	free_push(part, idx);
+	e->next = part->free;
+	part->free = idx;
 	part->used--;
 }
 
@@ -360,20 +311,15 @@ rl_store_create(RlSlot slot, const RlRequest *req, RlCall *call)
 		return NULL;
 	}
 
-	/*
-	 * The home entry if it is free (rl_store_find looks there first), else
-	 * the first free one; off the free list first: taking key blocks may
-	 * reclaim onto it.
-	 */
-	idx = rl_store_home(slot.partno, slot.hash);
-	if (rl_entries[idx].flags & RL_ENTRY_USED)
-		idx = part->free;
+	/* off the free list first: taking key blocks may reclaim onto it */
+	idx = part->free;
 	e = &rl_entries[idx];
-	free_take(part, idx);
+	part->free = e->next;
 	e->owner = call->owner;
 	if (!key_store(e, req->key, req->keylen, call))
 	{
-		free_push(part, idx);
+		e->next = part->free;
+		part->free = idx;
 		rl_owner_count(call->owner, false, -1);
 		return NULL;
 	}

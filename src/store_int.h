@@ -58,8 +58,7 @@ typedef struct RlEntry
 	uint32		next;			/* bucket chain, or free list */
 	Oid			dbid;
 	uint32		key_more;		/* pool blocks with key bytes past the
-								 * inline part, or RL_NIL; a free entry:
-								 * the previous free one, or RL_NIL */
+								 * inline part, or RL_NIL */
 	uint32		incarnation;	/* new each time the key's state is created */
 	uint16		keylen;
 	uint16		owner;			/* owner slot */
@@ -318,26 +317,17 @@ rl_store_slot(Oid dbid, RlAlgo algo, const char *key, int keylen)
 }
 
 /*
- * The hash's home in its partition, the index of both its bucket and the
- * entry a new key of it takes if that is free (rl_store_create): the
- * hash's high 32 bits scaled to [0, per_part) by a multiplication and a
- * shift, which spreads them as evenly as a modulo would, without a
- * division.
+ * The head of the hash chain the hash picks in its partition: the hash's
+ * high 32 bits scaled to [0, per_part) by a multiplication and a shift,
+ * which spreads them as evenly as a modulo would, without a division.
  */
-static inline uint32
-rl_store_home(int partno, uint64 hash)
-{
-	uint32		per_part = rl_store->per_part;
-
-	return (uint32) partno * per_part +
-		(uint32) (((hash >> 32) * (uint64) per_part) >> 32);
-}
-
-/* The head of the hash chain the hash picks in its partition. */
 static inline uint32 *
 rl_store_bucket(int partno, uint64 hash)
 {
-	return &rl_buckets[rl_store_home(partno, hash)];
+	uint32		per_part = rl_store->per_part;
+
+	return &rl_buckets[(uint32) partno * per_part +
+					   (uint32) (((hash >> 32) * (uint64) per_part) >> 32)];
 }
 
 /* Does the entry hold exactly this key (inline bytes, then the pool's)? */
@@ -359,35 +349,32 @@ rl_store_key_equal(const RlEntry *e, const char *key, int keylen)
 	return true;
 }
 
-/* Is the entry the live one of (database, algorithm, key)? */
-static pg_attribute_always_inline bool
-rl_store_entry_is(const RlEntry *e, RlSlot slot, Oid dbid, RlAlgo algo,
-				  const char *key, int keylen)
-{
-	return e->hash == slot.hash && e->dbid == dbid && e->algo == algo &&
-		(e->flags & RL_ENTRY_USED) && rl_store_key_equal(e, key, keylen);
-}
-
-extern RlEntry *rl_store_find_chain(RlSlot slot, Oid dbid, RlAlgo algo,
-									const char *key, int keylen);
-
 /*
  * The entry holding the state of (database, algorithm, key), or NULL; the
- * slot's partition lock is held.  The hash's home entry first: a key
- * usually lives there (rl_store_create), and it is found with one read
- * where the bucket's chain takes two, each waiting on the other (#9: on
- * 10,000 keys, both are misses); else the chain, out of line
- * (store_entry.c).  Always inline (#9: on every decision).
+ * slot's partition lock is held.  The bucket's chain: its head, then each
+ * entry, every one a read that waits on the one before; the entries of a
+ * partition's live keys lie close together (rl_store_create takes the
+ * first free one), which a page-table walk rewards (#9: a key's entry at a
+ * home its hash chose, found with one read, cost the wall clock more on
+ * 10,000 keys spread over a store of 100,000: design.md).  Always inline
+ * (#9: on every decision).
  */
 static pg_attribute_always_inline RlEntry *
 rl_store_find(RlSlot slot, Oid dbid, RlAlgo algo, const char *key,
 			  int keylen)
 {
-	RlEntry    *e = &rl_entries[rl_store_home(slot.partno, slot.hash)];
+	uint32		i;
 
-	if (likely(rl_store_entry_is(e, slot, dbid, algo, key, keylen)))
-		return e;
-	return rl_store_find_chain(slot, dbid, algo, key, keylen);
+	for (i = *rl_store_bucket(slot.partno, slot.hash); i != RL_NIL;
+		 i = rl_entries[i].next)
+	{
+		RlEntry    *e = &rl_entries[i];
+
+		if (e->hash == slot.hash && e->dbid == dbid && e->algo == algo &&
+			rl_store_key_equal(e, key, keylen))
+			return e;
+	}
+	return NULL;
 }
 
 /* store_owner.c */

@@ -169,13 +169,18 @@ static bool trigger_at_set = false;
 
 PG_FUNCTION_INFO_V1(rl_enforce);
 
+/* ratelimit.trigger_at's assign hook */
+static void
+trigger_at_assign(const char *newval, void *extra)
+{
+	trigger_at_set = newval != NULL && newval[0] != '\0';
+}
+
 /*
  * Define ratelimit.trigger_at (from _PG_init): for replays, backfills and
  * tests that cross a period's end (a month's) at a time they choose, as
  * "at" does for calls.  Superusers only, and checked as "at" at each row.
  */
-static void trigger_at_assign(const char *newval, void *extra);
-
 void
 rl_trigger_init(void)
 {
@@ -186,30 +191,17 @@ rl_trigger_init(void)
 							   NULL, trigger_at_assign, NULL);
 }
 
-static void
-trigger_at_assign(const char *newval, void *extra)
-{
-	trigger_at_set = newval != NULL && newval[0] != '\0';
-}
-
-/* ratelimit.trigger_at, set, as the time of a call */
+/* ratelimit.trigger_at as the time of a call, or RL_NO_TIME when unset. */
 static pg_noinline int64
-trigger_time_set(void)
+trigger_time(void)
 {
 	Datum		at;
 
+	if (!trigger_at_set)
+		return RL_NO_TIME;
 	at = DirectFunctionCall3(timestamptz_in, CStringGetDatum(rl_trigger_at),
 							 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	return rl_arg_at(DatumGetTimestampTz(at));
-}
-
-/* ratelimit.trigger_at as the time of a call, or RL_NO_TIME when unset. */
-static inline int64
-trigger_time(void)
-{
-	if (likely(!trigger_at_set))
-		return RL_NO_TIME;
-	return trigger_time_set();
 }
 
 /*
@@ -691,7 +683,7 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
 		rl_cost_check(req->algo, &req->params);
 	}
 
-	req->at = trigger_time();
+	req->at = likely(!trigger_at_set) ? RL_NO_TIME : trigger_time();
 	/* what an admitted row consumed goes back if its transaction aborts */
 	req->track = true;
 	rl_decide_policy(req, &d);

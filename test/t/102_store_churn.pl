@@ -1,11 +1,10 @@
-# A key's entry is taken at its hash's home when that is free, else from
-# the partition's free list, which is linked both ways so that the home
-# can be taken out of its middle; the lookup looks at the home first, then
-# the bucket's chain.  In a store of 16 entries, 40 keys (and one key under
-# several algorithms) come and go by rl_reset and by reclaim, in an order
-# drawn from fixed seeds: homes are taken by other keys, freed, and taken
-# again.  After every step each live key's state is its own (a lost or
-# doubly used entry would show in a key's remaining), the store counts
+# Keys coming and going in a small store: entries leave and rejoin the
+# partition's free list and the buckets' chains in every order.  In a
+# store of 16 entries, 40 keys (and one key under several algorithms) come
+# and go by rl_reset and by reclaim, in an order drawn from fixed seeds:
+# freed entries are taken again by other keys, chains grow and shrink in
+# the middle.  After every step each live key's state is its own (a lost
+# or doubly used entry would show in a key's remaining), the store counts
 # exactly the live keys, it fills at exactly its capacity, and it all
 # survives a restart (the state file's entries come back through the
 # same creation).
@@ -16,7 +15,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use RlHarness;
 
-my $node = PostgreSQL::Test::Cluster->new('home');
+my $node = PostgreSQL::Test::Cluster->new('churn');
 $node->init;
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'ratelimit'
