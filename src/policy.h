@@ -84,8 +84,9 @@ extern void rl_policy_args(FunctionCallInfo fcinfo, RlPolicyRef *ref,
  * time of day, only a bound on how long news wait: a counter that runs
  * fast takes them in more often, one that went back (another CPU's) at
  * once, and a new statement always does.  #9: AcceptInvalidationMessages
- * cost a quota trigger's row 79 instructions; this test costs a few.  The session's own changes reach
- * the cache at once either way (at its next command).
+ * cost a quota trigger's row 79 instructions; this test costs a few.  The
+ * session's own changes reach the cache at once either way (at its next
+ * command).
  */
 static inline void
 rl_policy_news(void)

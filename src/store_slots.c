@@ -168,8 +168,8 @@ queue_serve(RlEntry *e)
 /*
  * TRY or QUEUE: take a slot if one is free and nobody waits, or (QUEUE)
  * join the queue.  A TRY refused by its headroom alone (a slot free under
- * the limit, nobody ahead) is SHED.  The partition lock is held; call has the caller's
- * owner.
+ * the limit, nobody ahead) is SHED.  The partition lock is held; call has
+ * the caller's owner.
  */
 static RlSlotResult
 slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
