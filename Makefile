@@ -37,6 +37,7 @@ OBJS = \
 	src/refund.o \
 	src/refund_amount.o \
 	src/refund_queue.o \
+	src/refund_tally.o \
 	src/slots.o \
 	src/dispatch.o \
 	src/dispatch_admin.o \
@@ -80,7 +81,7 @@ REGRESS = setup identity fixed_window sliding_window_log \
 	sliding_window_counter token_bucket leaky_bucket arguments privileges reset \
 	policy trigger refund refund_incarnation multi wait headers observability \
 	refund_aggregate refund_pending calendar override penalty adjust policy_limits concurrency durable guide priority \
-	concurrency_keys priority_calls call_sites trigger_rows clock
+	concurrency_keys priority_calls call_sites trigger_rows clock refund_tally
 REGRESS_OPTS = --inputdir=test --outputdir=. \
 	--temp-instance=$(CURDIR)/test/tmp_instance \
 	--temp-config=$(CURDIR)/test/ratelimit.conf

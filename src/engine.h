@@ -168,9 +168,10 @@ typedef enum RlEngineId
 #define RL_RECEIPT_REMOTE	0x02	/* its refund is a network round trip:
 									 * at an abort it is queued and sent
 									 * after the transaction (refund.c) */
-#define RL_RECEIPT_KEYHASH	0x04	/* keyhash holds the key's hash, so the
-									 * refund tracker does not hash the
-									 * key again (#9: the store's) */
+#define RL_RECEIPT_ENTRY	0x04	/* entry names the state itself (the
+									 * store's entry), which a refund
+									 * reaches without the key: the refund
+									 * tracker keeps no key for it (#9) */
 
 /*
  * Where a call consumed, and with what: what a refund needs.  Filled by the
@@ -183,9 +184,9 @@ typedef struct RlReceipt
 	RlParams	params;			/* as consumed with; cost: the units */
 	int64		time;			/* the consumption's time (Unix us) */
 	uint64		incarnation;	/* the state's incarnation it consumed from */
-	uint64		keyhash;		/* with RL_RECEIPT_KEYHASH: rl_key_hash
-								 * (keyhash.h) of the key under
-								 * (dbid << 8 | algo), as the store's */
+	uint32		entry;			/* with RL_RECEIPT_ENTRY: the store's entry
+								 * (its index + 1), which with the
+								 * incarnation names one state */
 } RlReceipt;
 
 /* an entry's identity and times, as a scan reports it */

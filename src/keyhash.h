@@ -95,6 +95,19 @@ rl_state_hash(Oid dbid, int algo, const char *key, int len)
 }
 
 /*
+ * The hash of a 64-bit identity (the refund tracker's of a state the store
+ * names by its entry and incarnation): both halves reach every bit.
+ */
+static inline uint64
+rl_id_hash(uint64 id)
+{
+	id *= RL_KEYHASH_M1;
+	id ^= id >> 32;
+	id *= RL_KEYHASH_M2;
+	return id ^ (id >> 29);
+}
+
+/*
  * Are len bytes at a and b the same?  memcmp inline for short keys (#9: a
  * call of the library's memcmp cost about 40 instructions on a short key,
  * and a decision compares its key once or twice): words, the tail read

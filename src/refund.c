@@ -123,33 +123,26 @@ static RlLevel *free_levels = NULL;
 static bool callbacks_registered = false;
 
 /*
- * Receipts not yet added to their targets (#9).  A quota trigger's row on
- * one of many keys found its target, its key and its amount each in memory
- * the row before had not touched: four cache misses, one after the other.
- * A local engine's receipt (neither remote nor a lease's) is written here
- * instead, its key copied, and a run of them is added to the targets
- * together, each target's lines asked for a few receipts ahead
- * (pending_add): the misses overlap.  All of them are of one level,
- * rl_pending_subid: the current (sub)transaction or, once it committed, an
- * enclosing one; no level newer than it has amounts while any is pending
- * (a receipt of another level, or one tracked at once, adds them first).
- * An abort gives them back from here, newest first, before its level's
+ * Receipts not yet added to their tallies or targets (#9).  A quota
+ * trigger's row on one of many keys found its target, its key and its
+ * amount each in memory the row before had not touched: four cache misses,
+ * one after the other.  A receipt naming its entry (the store's) is
+ * written here instead, and a run of them is added together, each tally
+ * asked for a few receipts ahead (pending_add): the misses overlap.  All
+ * of them are of one level, rl_pending_subid: the current
+ * (sub)transaction or, once it committed, an enclosing one; no level newer
+ * than it has amounts or tallies while any is pending (a receipt of
+ * another level, or one tracked at once, adds them first).  An abort
+ * gives them back from here, newest first, before its level's tallies and
  * amounts (pending_refund); a subtransaction's commit passes them to its
  * parent.  Bounded: the next receipt adds them first when full.
  */
-#define RL_PENDING_KEYS		8192	/* bytes of the longer keys */
-#define RL_PENDING_AHEAD	4	/* receipts a target is asked for ahead */
-
-/* any key a local engine stores fits in the empty buffer */
-StaticAssertDecl(MAXALIGN(RL_MAX_STORED_KEY) <= RL_PENDING_KEYS,
-				 "a stored key fits in the pending receipts' key buffer");
+#define RL_PENDING_AHEAD	4	/* receipts a tally is asked for ahead */
 
 RlPending	rl_pending[RL_PENDING_MAX];
 int			rl_npending = 0;	/* receipts in rl_pending */
 SubTransactionId rl_pending_subid = InvalidSubTransactionId;
 static int	pending_first = 0;	/* the first not added yet */
-static char pending_keys[RL_PENDING_KEYS];	/* keys too long for short_key */
-static int	pending_keyused = 0;	/* bytes of pending_keys used */
 
 static void refund_xact_callback(XactEvent event, void *arg);
 static void refund_subxact_callback(SubXactEvent event,
@@ -218,35 +211,38 @@ targets_grow(void)
 }
 
 /*
- * A new target, the state a receipt of a request reaches (its key copied:
- * a target never points at the request's), its hash computed, with no
- * amounts yet.  One allocation holds the target, its key and its first
- * amount, in the order a lookup reads them (#9: a row of a new key
- * allocated four times, a row of a known one read four places apart);
- * track_receipt asks for its lines together, once it has its address.
+ * A new target, the state a receipt reaches (its key, if it names no
+ * entry, copied: a target never points at the request's), its hash
+ * computed, with no amounts yet.  One allocation holds the target, its key
+ * and its first amount, in the order a lookup reads them (#9: a row of a
+ * new key allocated four times, a row of a known one read four places
+ * apart); track_receipt asks for its lines together, once it has its
+ * address.
  */
 static pg_noinline RlTarget *
-target_add(const RlPending *p)
+target_add(const RlPending *p, const char *key, int keylen)
 {
-	Size		keyspace = MAXALIGN(Max(p->keylen, 1));
+	Size		keyspace = MAXALIGN(Max(keylen, 1));
 	char	   *chunk = MemoryContextAlloc(refund_cxt,
 										   MAXALIGN(sizeof(RlTarget)) +
 										   keyspace + sizeof(RlAmount));
 	RlTarget   *t = (RlTarget *) chunk;
-	char	   *key = chunk + MAXALIGN(sizeof(RlTarget));
+	char	   *copy = chunk + MAXALIGN(sizeof(RlTarget));
 
-	memcpy(key, p->key, p->keylen);
+	if (keylen > 0)
+		memcpy(copy, key, keylen);
 	memset(&t->id, 0, sizeof(t->id));
-	t->id.key = key;
-	t->id.keylen = p->keylen;
+	t->id.key = copy;
+	t->id.keylen = keylen;
 	t->id.dbid = p->dbid;
 	t->id.algo = p->algo;
 	t->id.engine = p->r.engine;
 	t->id.flags = p->r.flags;
 	t->id.incarnation = p->r.incarnation;
+	t->id.entry = (p->r.flags & RL_RECEIPT_ENTRY) ? p->r.entry : 0;
 	t->id.kind = rl_refund_kind(p->algo, p->r.flags);
 	t->amounts = NULL;
-	t->spare = (RlAmount *) (key + keyspace);
+	t->spare = (RlAmount *) (copy + keyspace);
 	t->batch = rl_refund_batch;
 	t->hash = p->hash;
 	t->hnext = buckets[p->hash & bucket_mask];
@@ -271,7 +267,8 @@ refund_forget(void)
 		else
 			MemoryContextDelete(rl_refund_batch->cxt);
 	}
-	rl_npending = pending_first = pending_keyused = 0;
+	rl_npending = pending_first = 0;
+	rl_tally_forget();
 	rl_refund_subid = InvalidSubTransactionId;
 	rl_refund_batch = NULL;
 	refund_cxt = NULL;
@@ -371,28 +368,32 @@ lease_current(RlTarget *target, uint64 incarnation)
 	return true;
 }
 
-/* Is the target's key the state a receipt (with its request's key) reaches? */
+/*
+ * Is the target the state a receipt reaches: its entry's (key and keylen
+ * NULL and 0), or its request's key's?
+ */
 static inline bool
-target_is(const RlTarget *t, const RlPending *p)
+target_is(const RlTarget *t, const RlPending *p, const char *key, int keylen)
 {
-	return t->id.keylen == p->keylen && t->id.dbid == p->dbid &&
+	return t->id.keylen == keylen && t->id.dbid == p->dbid &&
 		t->id.algo == p->algo && t->id.engine == p->r.engine &&
 		t->id.flags == p->r.flags &&
 		(t->id.incarnation == p->r.incarnation ||
 		 (p->r.flags & RL_RECEIPT_TIMELESS)) &&
-		rl_key_equal(t->id.key, p->key, p->keylen);
+		t->id.entry == ((p->r.flags & RL_RECEIPT_ENTRY) ? p->r.entry : 0) &&
+		rl_key_equal(t->id.key, key, keylen);
 }
 
 /*
- * Remember one receipt of the request.  Inline, the usual call (a run of
- * calls on keys already tracked in this level: a quota trigger's rows)
- * without a frame or a call (#9): the target found in the table by the
- * receipt's hash and compared with the request and receipt as they are,
- * its latest used amount taken if it is the level's and of the class; the
- * rest out of line.
+ * Remember one receipt at level subid in its target, its state named by
+ * its entry (key NULL) or by the request's key: the target found in the
+ * table by the receipt's hash and compared with the receipt as it is, its
+ * latest used amount taken if it is the level's and of the class; the
+ * rest out of line.  (A quota trigger's row reaches its tally instead.)
  */
-static pg_attribute_always_inline void
-track_receipt(const RlPending *p, SubTransactionId subid)
+static void
+track_receipt(const RlPending *p, const char *key, int keylen,
+			  SubTransactionId subid)
 {
 	const RlReceipt *r = &p->r;
 	RlTarget   *target;
@@ -407,11 +408,11 @@ track_receipt(const RlPending *p, SubTransactionId subid)
 		 */
 		rl_prefetch((const char *) target + 64);
 		rl_prefetch((const char *) target + 128);
-		if (target->hash == p->hash && target_is(target, p))
+		if (target->hash == p->hash && target_is(target, p, key, keylen))
 			break;
 	}
 	if (unlikely(target == NULL))
-		target = target_add(p);
+		target = target_add(p, key, keylen);
 	else if (unlikely(r->flags & RL_RECEIPT_TIMELESS) &&
 			 !lease_current(target, r->incarnation))
 		return;
@@ -426,41 +427,77 @@ track_receipt(const RlPending *p, SubTransactionId subid)
 }
 
 /*
- * Add the pending receipts to their targets, oldest first, at their level.
- * A receipt's bucket is asked for two runs ahead, its target's lines one
- * run ahead (RL_PENDING_AHEAD receipts).  Raises an error if memory runs
- * out: the receipts not added yet stay pending (an abort follows, and
- * gives them back).
+ * Move tally number i to its target, at the tally level, as the pair it
+ * would have been there (refund_tally.c).  Raises an error if memory runs
+ * out, with the tally unchanged.
+ */
+static pg_noinline void
+tally_spill(uint32 i)
+{
+	RlPending	p;
+
+	if (rl_tally_receipt(i, &p))
+		track_receipt(&p, NULL, 0, rl_tally_subid);
+	rl_tally_spilled(i);
+}
+
+/*
+ * Move every tally to its target and empty the table: before a receipt of
+ * a newer level is added to a target or a tally.  Raises an error if
+ * memory runs out: the tallies not moved yet stay.
+ */
+static void
+tally_flush(void)
+{
+	uint32		i;
+
+	for (i = 0; i < rl_tally_used; i++)
+		tally_spill(i);
+	rl_tally_clear();
+}
+
+/*
+ * Add the pending receipts to their tallies (refund_tally.c), or to their
+ * targets, oldest first, at their level; the tallies of an older level go
+ * to their targets first.  A receipt's tally slot is asked for
+ * RL_PENDING_AHEAD receipts ahead.  Raises an error if memory runs out:
+ * the receipts not added yet stay pending (an abort follows, and gives
+ * them back).
  */
 static pg_noinline void
 pending_add(void)
 {
 	int			i;
+	uint32		spill;
 
-	for (i = pending_first; i < rl_npending &&
-		 i < pending_first + 2 * RL_PENDING_AHEAD; i++)
-		rl_prefetch(&buckets[rl_pending[i].hash & bucket_mask]);
+	if (rl_tally_used > 0 && rl_tally_subid != rl_pending_subid)
+		tally_flush();
+	rl_tally_subid = rl_pending_subid;
+	if (rl_tally_mask != 0)
+		for (i = pending_first; i < rl_npending &&
+			 i < pending_first + RL_PENDING_AHEAD; i++)
+			rl_prefetch(&rl_tallies[rl_pending[i].hash & rl_tally_mask]);
 	for (; pending_first < rl_npending; pending_first++)
 	{
 		RlPending  *p = &rl_pending[pending_first];
 
-		if (pending_first + 2 * RL_PENDING_AHEAD < rl_npending)
-			rl_prefetch(&buckets[p[2 * RL_PENDING_AHEAD].hash & bucket_mask]);
 		if (pending_first + RL_PENDING_AHEAD < rl_npending)
+			rl_prefetch(&rl_tallies[p[RL_PENDING_AHEAD].hash & rl_tally_mask]);
+		for (;;)
 		{
-			const char *t = (const char *)
-				buckets[p[RL_PENDING_AHEAD].hash & bucket_mask];
+			RlTallyStep step = rl_tally_add(p, &spill);
 
-			if (t != NULL)
+			if (likely(step == RL_TALLIED))
+				break;
+			if (step == RL_TALLY_NOT)
 			{
-				rl_prefetch(t);
-				rl_prefetch(t + 64);
-				rl_prefetch(t + 128);
+				track_receipt(p, NULL, 0, rl_pending_subid);
+				break;
 			}
+			tally_spill(spill);
 		}
-		track_receipt(p, rl_pending_subid);
 	}
-	rl_npending = pending_first = pending_keyused = 0;
+	rl_npending = pending_first = 0;
 }
 
 /*
@@ -475,17 +512,17 @@ pending_refund(void)
 		RlPending  *p = &rl_pending[--rl_npending];
 		RlRequest	req;
 
-		rl_request_for_key(&req, p->dbid, p->algo, p->key, p->keylen);
+		rl_request_for_key(&req, p->dbid, p->algo, NULL, 0);
 		(void) rl_engine(p->r.engine)->refund(&req, &p->r);
 	}
-	rl_npending = pending_first = pending_keyused = 0;
+	rl_npending = pending_first = 0;
 }
 
 /*
- * rl_refund_track's other calls (refund.h): a local engine's receipt kept
- * pending, its key copied (the pending added to their targets first when
- * there is no room, or they are of another level); a remote or timeless
- * one added to its target at once, after the pending.
+ * rl_refund_track's other calls (refund.h): a receipt naming its entry
+ * kept pending (the pending added first when there is no room, or they
+ * are of another level); any other added to its target at once, after
+ * the pending, and after the tallies of an older level.
  */
 void
 rl_refund_track_slow(const RlRequest *req, const RlReceipt *receipts, int n)
@@ -501,45 +538,38 @@ rl_refund_track_slow(const RlRequest *req, const RlReceipt *receipts, int n)
 	for (i = 0; i < n; i++)
 	{
 		const RlReceipt *r = &receipts[i];
-		bool		local = (r->flags & (RL_RECEIPT_REMOTE |
-										 RL_RECEIPT_TIMELESS)) == 0;
-		bool		stored = req->keylen <= RL_PENDING_SHORT;
+		bool		pend = (r->flags & (RL_RECEIPT_REMOTE |
+										RL_RECEIPT_TIMELESS |
+										RL_RECEIPT_ENTRY)) == RL_RECEIPT_ENTRY;
 		RlPending	now;
 		RlPending  *p = &now;
 
 		if (rl_npending > 0 &&
-			(!local || rl_npending == RL_PENDING_MAX ||
-			 rl_pending_subid != rl_refund_subid ||
-			 (!stored && req->keylen > RL_PENDING_KEYS - pending_keyused)))
+			(!pend || rl_npending == RL_PENDING_MAX ||
+			 rl_pending_subid != rl_refund_subid))
 			pending_add();
-		if (local)
+		if (pend)
 		{
-			Assert(req->keylen <= RL_MAX_STORED_KEY);
 			p = &rl_pending[rl_npending];
 			rl_pending_subid = rl_refund_subid;
 		}
 		p->hash = rl_refund_target_hash(req, r);
-		p->keylen = req->keylen;
 		p->dbid = req->dbid;
 		p->algo = req->algo;
 		p->r = *r;
-		if (p == &now)
+		if (pend)
 		{
-			/* added to its target at once, its key the request's */
-			Assert(rl_refund_subid == GetCurrentSubTransactionId());
-			p->key = req->key;
-			track_receipt(p, rl_refund_subid);
+			rl_npending++;
 			continue;
 		}
-		if (stored)
-			p->key = p->short_key;
+		/* added to its target at once, its key the request's */
+		Assert(rl_refund_subid == GetCurrentSubTransactionId());
+		if (rl_tally_used > 0 && rl_tally_subid != rl_refund_subid)
+			tally_flush();
+		if (r->flags & RL_RECEIPT_ENTRY)
+			track_receipt(p, NULL, 0, rl_refund_subid);
 		else
-		{
-			p->key = pending_keys + pending_keyused;
-			pending_keyused += MAXALIGN(req->keylen);
-		}
-		memcpy((char *) p->key, req->key, req->keylen);
-		rl_npending++;
+			track_receipt(p, req->key, req->keylen, rl_refund_subid);
 	}
 }
 
@@ -640,6 +670,7 @@ refund_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			pending_refund();
+			rl_tally_refund();
 			while (levels != NULL)
 				level_refund(levels);
 			refund_forget();
@@ -677,6 +708,13 @@ refund_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			pending_refund();
 		else if (event == SUBXACT_EVENT_COMMIT_SUB)
 			rl_pending_subid = parentSubid;
+	}
+	if (rl_tally_used > 0 && rl_tally_subid == mySubid)
+	{
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			rl_tally_refund();
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			rl_tally_subid = parentSubid;
 	}
 	if (levels == NULL || levels->subid != mySubid)
 		return;

@@ -199,6 +199,7 @@ rl_refund_pop(RlAmount *a, RlRequest *req, RlReceipt *r)
 	r->engine = a->target->id.engine;
 	r->flags = a->target->id.flags;
 	r->incarnation = a->target->id.incarnation;
+	r->entry = a->target->id.entry;
 	r->params = a->params;
 	r->time = a->spent[a->nspent].time;
 	r->params.cost = a->spent[a->nspent].cost;

@@ -14,6 +14,7 @@
 #include "algo_common.h"
 #include "engine.h"
 #include "keyhash.h"
+#include "refund_pending.h"
 
 /*
  * How a target's refunds add up, from its algorithm's refund_grain and its
@@ -53,6 +54,8 @@ typedef struct RlTargetKey
 	uint8		flags;			/* RL_RECEIPT_* */
 	uint8		kind;			/* RlTargetKind: not part of the key, set
 								 * once the entry is made */
+	uint32		entry;			/* RL_RECEIPT_ENTRY: the state's entry (its
+								 * key then is not kept: keylen 0) */
 	uint64		incarnation;	/* what its refunds name */
 } RlTargetKey;
 
@@ -108,6 +111,109 @@ struct RlLevel
 	RlLevel    *up;				/* the enclosing level (or free list) */
 };
 
+/*
+ * A tally (refund_tally.c): what the tally level consumed from one state
+ * that a receipt names by its entry, with parameters of one class, in one
+ * window of it.  Two to a cache line, in an open-addressed table.
+ */
+typedef struct RlTally
+{
+	uint32		entry;			/* the receipts' entry; 0: a free slot */
+	uint32		incarnation;
+	uint32		cls;			/* its class, rl_tally_classes[cls] */
+	uint32		order;			/* its number: tallies are numbered in
+								 * the order they were made */
+	int64		cost;			/* units; 0: nothing to give back */
+	int64		time;			/* its first receipt's */
+} RlTally;
+
+/* a class of tallies: the state's database and algorithm, the parameters */
+typedef struct RlTallyClass
+{
+	Oid			dbid;
+	RlAlgo		algo;
+	RlTargetKind kind;			/* RL_TARGET_BOUND or RL_TARGET_WINDOW */
+	RlParams	params;			/* cost 0 */
+	int64		window_start;	/* a window's: the last one a time was */
+	int64		window_end;		/* found in (empty at first) */
+} RlTallyClass;
+
+#define RL_TALLY_CLASSES	16
+
+/* refund_tally.c: the table, its level and classes (valid while mask > 0) */
+extern rl_hidden RlTally *rl_tallies;
+extern rl_hidden uint32 rl_tally_mask;
+extern rl_hidden uint32 rl_tally_used;
+extern rl_hidden SubTransactionId rl_tally_subid;
+extern rl_hidden RlTallyClass rl_tally_classes[RL_TALLY_CLASSES];
+extern rl_hidden uint32 rl_tally_last;
+
+/* what became of a receipt offered to the tallies */
+typedef enum RlTallyStep
+{
+	RL_TALLIED,					/* its state's tally took it */
+	RL_TALLY_NOT,				/* it goes to its target */
+	RL_TALLY_SPILL				/* its state's tally goes to its target
+								 * first, then it is offered again */
+} RlTallyStep;
+
+extern RlTallyStep rl_tally_add_slow(const RlPending *p, uint32 *spill);
+extern bool rl_tally_receipt(uint32 i, RlPending *p);
+extern void rl_tally_spilled(uint32 i);
+extern void rl_tally_clear(void);
+extern void rl_tally_refund(void);
+extern void rl_tally_forget(void);
+
+/*
+ * Are a and b the same parameters, but for their cost?  (A tally's class,
+ * refund_tally.c; every field its refund, or a state's, may read.)
+ */
+static inline bool
+rl_params_same(const RlParams *a, const RlParams *b)
+{
+	return a->limit == b->limit && a->per == b->per &&
+		a->burst == b->burst && a->headroom == b->headroom &&
+		a->period.months == b->period.months &&
+		a->period.days == b->period.days &&
+		a->period.anchor == b->period.anchor && a->period.tz == b->period.tz;
+}
+
+/*
+ * Offer a pending receipt to its state's tally, at the tally level (the
+ * pending receipts'): inline, the usual call (#9: a quota trigger's row on
+ * a state tallied already, of the last class used, in the window its
+ * tally is of).  What else can become of it: rl_tally_add_slow.
+ */
+static pg_attribute_always_inline RlTallyStep
+rl_tally_add(const RlPending *p, uint32 *spill)
+{
+	const RlReceipt *r = &p->r;
+	const RlTallyClass *c = &rl_tally_classes[rl_tally_last];
+	RlTally    *t;
+	uint32		i;
+
+	if (unlikely(rl_tally_mask == 0))
+		return rl_tally_add_slow(p, spill);
+	for (i = (uint32) p->hash & rl_tally_mask;; i = (i + 1) & rl_tally_mask)
+	{
+		t = &rl_tallies[i];
+		if (t->entry == r->entry && t->incarnation == (uint32) r->incarnation)
+			break;
+		if (t->entry == 0)
+			return rl_tally_add_slow(p, spill);
+	}
+	if (unlikely(t->cost == 0 || t->cls != rl_tally_last ||
+				 c->dbid != p->dbid || c->algo != p->algo ||
+				 !rl_params_same(&c->params, &r->params) ||
+				 (c->kind == RL_TARGET_WINDOW &&
+				  (r->time < c->window_start || r->time >= c->window_end ||
+				   t->time < c->window_start || t->time >= c->window_end))))
+		return rl_tally_add_slow(p, spill);
+	if (pg_add_s64_overflow(t->cost, r->params.cost, &t->cost))
+		t->cost = PG_INT64_MAX;
+	return RL_TALLIED;
+}
+
 /* refund_queue.c: the transaction's tracking, and its free amounts */
 extern rl_hidden RlBatch *rl_refund_batch;
 extern rl_hidden RlAmount *rl_refund_free;
@@ -128,17 +234,16 @@ extern bool rl_refund_merge(RlAmount *a, RlAmount *b);
 extern bool rl_refund_same_window(const RlParams *p, int64 t, int64 u);
 
 /*
- * The hash of the target a receipt of a request reaches (rl_refund_track:
- * without building its key first, #9): its key's, the engine's when the
- * receipt carries it (the store hashed the key already), else computed as
- * the store does.  A key's targets of other incarnations or engines (rare
- * in one transaction) share its bucket, told apart by their keys (refund.c).
+ * The hash of the target a receipt of a request reaches: its entry's when
+ * it names one, else its key's, computed as the store does.  A key's
+ * targets of other incarnations or engines (rare in one transaction) share
+ * its bucket, told apart by their keys (refund.c).
  */
 static inline uint64
 rl_refund_target_hash(const RlRequest *req, const RlReceipt *r)
 {
-	if (likely(r->flags & RL_RECEIPT_KEYHASH))
-		return r->keyhash;
+	if (likely(r->flags & RL_RECEIPT_ENTRY))
+		return rl_refund_entry_hash(r);
 	return rl_state_hash(req->dbid, req->algo, req->key, req->keylen);
 }
 

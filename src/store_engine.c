@@ -94,8 +94,9 @@ fresh_decide(const RlRequest *req, int64 t, RlOutcome *out)
 }
 
 /*
- * The receipt of what the call consumed from the entry at time t, with the
- * key's hash (for the refund tracker, which then need not hash the key).
+ * The receipt of what the call consumed from the entry at time t, naming
+ * the entry (a refund, and the refund tracker, then need not find or keep
+ * the key).
  */
 static inline void
 store_receipt(RlReceipt *r, const RlRequest *req, const RlOutcome *out,
@@ -107,11 +108,11 @@ store_receipt(RlReceipt *r, const RlRequest *req, const RlOutcome *out,
 		return;
 	}
 	r->engine = RL_ENGINE_STORE;
-	r->flags = RL_RECEIPT_KEYHASH;
+	r->flags = RL_RECEIPT_ENTRY;
 	r->params = req->params;
 	r->time = t;
 	r->incarnation = e->incarnation;
-	r->keyhash = e->hash;
+	r->entry = entry_index(e) + 1;
 }
 
 /*
@@ -200,19 +201,63 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 }
 
 /*
- * Give back what a receipt recorded; the slot's partition lock is held
- * exclusively.  A key that is gone (reset, reclaimed once idle, evicted),
- * or whose state was created again since, has nothing to give back.
+ * The entry holding the state a receipt of a request consumed from, or
+ * NULL if that state is gone (reset, reclaimed once idle, evicted) or was
+ * created again since; the partition lock of the request's key is held.
+ * A receipt naming its entry is answered without the key (the tracker
+ * keeps none for it): entries never move, and an entry's incarnation is
+ * new each time a state is created in it.
+ */
+static RlEntry *
+receipt_entry(const RlRequest *req, RlSlot slot, const RlReceipt *r)
+{
+	RlEntry    *e;
+
+	if (r->flags & RL_RECEIPT_ENTRY)
+	{
+		e = &rl_entries[r->entry - 1];
+		if (!(e->flags & RL_ENTRY_USED) || e->dbid != req->dbid ||
+			e->algo != req->algo)
+			return NULL;
+	}
+	else
+		e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
+	if (e == NULL || e->incarnation != r->incarnation)
+		return NULL;
+	return e;
+}
+
+/*
+ * The partition of the state a receipt of a request consumed from: its
+ * entry's, or its key's.
+ */
+static RlSlot
+receipt_slot(const RlRequest *req, const RlReceipt *r)
+{
+	RlSlot		slot;
+
+	if (!(r->flags & RL_RECEIPT_ENTRY))
+		return rl_store_slot(req->dbid, req->algo, req->key, req->keylen);
+	Assert(r->entry > 0 &&
+		   r->entry <= (uint32) rl_store->nparts * rl_store->per_part);
+	slot.hash = 0;
+	slot.partno = (int) ((r->entry - 1) / rl_store->per_part);
+	return slot;
+}
+
+/*
+ * Give back what a receipt recorded; the partition lock of its state
+ * (receipt_slot) is held exclusively.  A state that is gone, or was
+ * created again since, has nothing to give back.
  */
 static void
 refund_locked(const RlRequest *req, RlSlot slot, const RlReceipt *r)
 {
 	const RlAlgoRoutine *algo = rl_algo(req->algo);
-	RlEntry    *e;
+	RlEntry    *e = receipt_entry(req, slot, r);
 	RlChain		chain;
 
-	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
-	if (e == NULL || e->incarnation != r->incarnation)
+	if (e == NULL)
 		return;
 	if (algo->state != RL_STATE_LOG)
 		algo->refund(&e->st, r->time, &r->params, r->params.cost, NULL);
@@ -418,12 +463,14 @@ store_charge(const RlRequest *req, int64 now, RlOutcome *out)
 	return decide_unlocked(req, slot, now, &call, out, &unused, true);
 }
 
-/* engine refund: see refund_locked.  Never raises. */
+/*
+ * engine refund: see refund_locked.  A receipt naming its entry needs only
+ * the request's database and algorithm.  Never raises.
+ */
 static bool
 store_refund(const RlRequest *req, const RlReceipt *receipt)
 {
-	RlSlot		slot = rl_store_slot(req->dbid, req->algo, req->key,
-									 req->keylen);
+	RlSlot		slot = receipt_slot(req, receipt);
 
 	rl_part_lock(slot.partno, LW_EXCLUSIVE);
 	refund_locked(req, slot, receipt);
