@@ -133,6 +133,21 @@ typedef struct RlOutcome
 } RlOutcome;
 
 /*
+ * Was a call with parameters p denied (out) by its headroom alone?  Every
+ * algorithm reports as remaining the units left, floored: it would have
+ * admitted the cost without the headroom exactly when they cover the cost
+ * (one unit for a call of cost 0, which misses a key exactly at its
+ * limit).  The dispatcher's out->shed (shed.h) and a concurrency limit's
+ * refusal (store_slots.c) are both this.
+ */
+static inline bool
+rl_outcome_shed(const RlParams *p, const RlOutcome *out)
+{
+	return p->headroom > 0 && !out->allowed &&
+		out->remaining >= Max(p->cost, 1);
+}
+
+/*
  * Per-key states, 24 bytes each.  A new key is passed to a decision with
  * fresh = true; the contents of the state are then ignored (a log must
  * have been made empty by rl_log_init).

@@ -14,8 +14,8 @@
  * it without the key), the units consumed, the first receipt's time, and a
  * class shared by all tallies of the same database, algorithm and
  * parameters.  The tallies are an open-addressed table (linear probing, at
- * most half full) of one level, rl_tally_subid: the pending receipts',
- * which are added here or to their targets (pending_add).
+ * most three quarters full) of one level, rl_tally_subid: the pending
+ * receipts', which are added here or to their targets (pending_add).
  *
  * Exactness.  A tally holds a run of receipts a target's amount would have
  * added into one pair (refund.c): receipts of one class, and of a window
@@ -48,6 +48,9 @@
 
 #define RL_TALLY_FIRST		256	/* slots at first (a power of two) */
 
+/* the most tallies a table of n slots holds: three quarters of them */
+#define RL_TALLY_ROOM(n)	((n) / 4 * 3)
+
 RlTally    *rl_tallies = NULL;
 uint32		rl_tally_mask = 0;	/* slots - 1; 0: no table */
 uint32		rl_tally_used = 0;	/* slots taken */
@@ -56,8 +59,8 @@ RlTallyClass rl_tally_classes[RL_TALLY_CLASSES];
 uint32		rl_tally_last = 0;	/* the class last used */
 
 static uint32 nclasses = 0;
-static uint32 *used = NULL;		/* the slots taken, in order: at most half
-								 * of them */
+static uint32 *used = NULL;		/* the slots taken, in order (at most
+								 * RL_TALLY_ROOM of them) */
 
 /*
  * The slot of the receipt's state: its tally's, or the free one where it
@@ -98,7 +101,8 @@ tally_grow(void)
 
 	grown = MemoryContextAllocExtended(cxt, n * sizeof(RlTally),
 									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	grown_used = MemoryContextAllocExtended(cxt, (n / 2) * sizeof(uint32),
+	grown_used = MemoryContextAllocExtended(cxt,
+											RL_TALLY_ROOM(n) * sizeof(uint32),
 											MCXT_ALLOC_HUGE);
 	for (i = 0; i < rl_tally_used; i++)
 	{
@@ -207,7 +211,8 @@ rl_tally_add_slow(const RlPending *p, uint32 *spill)
 		return RL_TALLY_NOT;
 	if (t == NULL || t->entry == 0)
 	{
-		if (rl_tally_mask == 0 || rl_tally_used >= (rl_tally_mask + 1) / 2)
+		if (rl_tally_mask == 0 ||
+			rl_tally_used >= RL_TALLY_ROOM(rl_tally_mask + 1))
 		{
 			tally_grow();
 			t = tally_slot(p);

@@ -71,10 +71,7 @@ rl_shed_request(const RlRequest *req, RlRequest *copy)
  * What a decision of the request (as rl_shed_request made it) reports as
  * remaining: the units left above its headroom, those the caller may use;
  * and whether a denial was the headroom's alone (out->shed, counted by
- * rl_stats and named by a quota trigger's error).  Every algorithm
- * reports as remaining the units left, floored: it would have admitted
- * the cost without the headroom exactly when they cover the cost (one
- * unit for a call of cost 0, which misses a key exactly at its limit).
+ * rl_stats and named by a quota trigger's error: rl_outcome_shed).
  */
 static inline void
 rl_shed_report(const RlRequest *req, RlOutcome *out)
@@ -84,8 +81,7 @@ rl_shed_report(const RlRequest *req, RlOutcome *out)
 	out->shed = false;
 	if (unlikely(headroom > 0))
 	{
-		out->shed = !out->allowed &&
-			out->remaining >= Max(req->params.cost, 1);
+		out->shed = rl_outcome_shed(&req->params, out);
 		out->remaining = out->remaining > headroom ?
 			out->remaining - headroom : 0;
 	}

@@ -230,8 +230,7 @@ slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 	{
 		entry_settle(e);
 		/* a slot free under the limit, and nobody ahead: the headroom's */
-		return !queued && req->params.headroom > 0 &&
-			out.remaining >= Max(req->params.cost, 1) ?
+		return !queued && rl_outcome_shed(&req->params, &out) ?
 			RL_SLOT_SHED : RL_SLOT_BUSY;
 	}
 

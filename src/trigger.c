@@ -191,14 +191,13 @@ rl_trigger_init(void)
 							   NULL, trigger_at_assign, NULL);
 }
 
-/* ratelimit.trigger_at as the time of a call, or RL_NO_TIME when unset. */
+/* ratelimit.trigger_at, once set (trigger_at_set), as a call's time. */
 static pg_noinline int64
-trigger_time(void)
+trigger_at_time(void)
 {
 	Datum		at;
 
-	if (!trigger_at_set)
-		return RL_NO_TIME;
+	Assert(trigger_at_set);
 	at = DirectFunctionCall3(timestamptz_in, CStringGetDatum(rl_trigger_at),
 							 ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
 	return rl_arg_at(DatumGetTimestampTz(at));
@@ -683,7 +682,7 @@ enforce_row(RlTriggerCall *call, RlTriggerInfo *info, HeapTuple tuple,
 		rl_cost_check(req->algo, &req->params);
 	}
 
-	req->at = likely(!trigger_at_set) ? RL_NO_TIME : trigger_time();
+	req->at = likely(!trigger_at_set) ? RL_NO_TIME : trigger_at_time();
 	/* what an admitted row consumed goes back if its transaction aborts */
 	req->track = true;
 	rl_decide_policy(req, &d);
