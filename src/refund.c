@@ -481,7 +481,8 @@ pending_add(void)
 	{
 		RlPending  *p = &rl_pending[pending_first];
 
-		if (pending_first + RL_PENDING_AHEAD < rl_npending)
+		if (rl_tally_mask != 0 &&
+			pending_first + RL_PENDING_AHEAD < rl_npending)
 			rl_prefetch(&rl_tallies[p[RL_PENDING_AHEAD].hash & rl_tally_mask]);
 		for (;;)
 		{
