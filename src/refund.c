@@ -509,13 +509,7 @@ static void
 pending_refund(void)
 {
 	while (rl_npending > pending_first)
-	{
-		RlPending  *p = &rl_pending[--rl_npending];
-		RlRequest	req;
-
-		rl_request_for_key(&req, p->dbid, p->algo, NULL, 0);
-		(void) rl_engine(p->r.engine)->refund(&req, &p->r);
-	}
+		rl_refund_pending_give(&rl_pending[--rl_npending]);
 	rl_npending = pending_first = 0;
 }
 
@@ -565,12 +559,10 @@ rl_refund_track_slow(const RlRequest *req, const RlReceipt *receipts, int n)
 		}
 		/* added to its target at once, its key the request's */
 		Assert(rl_refund_subid == GetCurrentSubTransactionId());
+		Assert(!(r->flags & RL_RECEIPT_ENTRY));
 		if (rl_tally_used > 0 && rl_tally_subid != rl_refund_subid)
 			tally_flush();
-		if (r->flags & RL_RECEIPT_ENTRY)
-			track_receipt(p, NULL, 0, rl_refund_subid);
-		else
-			track_receipt(p, req->key, req->keylen, rl_refund_subid);
+		track_receipt(p, req->key, req->keylen, rl_refund_subid);
 	}
 }
 

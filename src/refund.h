@@ -46,7 +46,7 @@ rl_refund_track(const RlRequest *req, const RlReceipt *receipts, int n)
 		return;
 	}
 	p = &rl_pending[rl_npending++];
-	p->hash = rl_refund_entry_hash(r);
+	p->hash = rl_refund_entry_hash(r->entry, r->incarnation);
 	p->dbid = req->dbid;
 	p->algo = req->algo;
 	p->r = *r;

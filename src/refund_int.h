@@ -165,6 +165,20 @@ extern void rl_tally_refund(void);
 extern void rl_tally_forget(void);
 
 /*
+ * Give back at once what a pending receipt records, or a tally as one
+ * (rl_tally_receipt): its state is named by its entry, so the request
+ * needs no key.  At an abort: the store's refund never raises.
+ */
+static inline void
+rl_refund_pending_give(const RlPending *p)
+{
+	RlRequest	req;
+
+	rl_request_for_key(&req, p->dbid, p->algo, NULL, 0);
+	(void) rl_engine(p->r.engine)->refund(&req, &p->r);
+}
+
+/*
  * Are a and b the same parameters, but for their cost?  (A tally's class,
  * refund_tally.c; every field its refund, or a state's, may read.)
  */
@@ -173,9 +187,48 @@ rl_params_same(const RlParams *a, const RlParams *b)
 {
 	return a->limit == b->limit && a->per == b->per &&
 		a->burst == b->burst && a->headroom == b->headroom &&
-		a->period.months == b->period.months &&
-		a->period.days == b->period.days &&
-		a->period.anchor == b->period.anchor && a->period.tz == b->period.tz;
+		rl_period_equal(&a->period, &b->period);
+}
+
+/*
+ * The slot of a pending receipt's state among the tallies (the table
+ * exists): its tally's, or the free one where it would go.  Always inline:
+ * on every tracked row.
+ */
+static pg_attribute_always_inline RlTally *
+rl_tally_slot(const RlPending *p)
+{
+	uint32		i;
+
+	for (i = (uint32) p->hash & rl_tally_mask;; i = (i + 1) & rl_tally_mask)
+	{
+		RlTally    *t = &rl_tallies[i];
+
+		if (t->entry == 0 ||
+			(t->entry == p->r.entry &&
+			 t->incarnation == (uint32) p->r.incarnation))
+			return t;
+	}
+}
+
+/*
+ * Are times t and u both in the last window class c found (any times, for
+ * a bucket's class)?
+ */
+static inline bool
+rl_tally_window_holds(const RlTallyClass *c, int64 t, int64 u)
+{
+	return c->kind != RL_TARGET_WINDOW ||
+		(t >= c->window_start && t < c->window_end &&
+		 u >= c->window_start && u < c->window_end);
+}
+
+/* Add units to a tally: a sum past PG_INT64_MAX stays there, as a pair's. */
+static inline void
+rl_tally_add_cost(RlTally *t, int64 cost)
+{
+	if (pg_add_s64_overflow(t->cost, cost, &t->cost))
+		t->cost = PG_INT64_MAX;
 }
 
 /*
@@ -187,30 +240,18 @@ rl_params_same(const RlParams *a, const RlParams *b)
 static pg_attribute_always_inline RlTallyStep
 rl_tally_add(const RlPending *p, uint32 *spill)
 {
-	const RlReceipt *r = &p->r;
 	const RlTallyClass *c = &rl_tally_classes[rl_tally_last];
 	RlTally    *t;
-	uint32		i;
 
 	if (unlikely(rl_tally_mask == 0))
 		return rl_tally_add_slow(p, spill);
-	for (i = (uint32) p->hash & rl_tally_mask;; i = (i + 1) & rl_tally_mask)
-	{
-		t = &rl_tallies[i];
-		if (t->entry == r->entry && t->incarnation == (uint32) r->incarnation)
-			break;
-		if (t->entry == 0)
-			return rl_tally_add_slow(p, spill);
-	}
-	if (unlikely(t->cost == 0 || t->cls != rl_tally_last ||
+	t = rl_tally_slot(p);
+	if (unlikely(t->entry == 0 || t->cost == 0 || t->cls != rl_tally_last ||
 				 c->dbid != p->dbid || c->algo != p->algo ||
-				 !rl_params_same(&c->params, &r->params) ||
-				 (c->kind == RL_TARGET_WINDOW &&
-				  (r->time < c->window_start || r->time >= c->window_end ||
-				   t->time < c->window_start || t->time >= c->window_end))))
+				 !rl_params_same(&c->params, &p->r.params) ||
+				 !rl_tally_window_holds(c, t->time, p->r.time)))
 		return rl_tally_add_slow(p, spill);
-	if (pg_add_s64_overflow(t->cost, r->params.cost, &t->cost))
-		t->cost = PG_INT64_MAX;
+	rl_tally_add_cost(t, p->r.params.cost);
 	return RL_TALLIED;
 }
 
@@ -243,7 +284,7 @@ static inline uint64
 rl_refund_target_hash(const RlRequest *req, const RlReceipt *r)
 {
 	if (likely(r->flags & RL_RECEIPT_ENTRY))
-		return rl_refund_entry_hash(r);
+		return rl_refund_entry_hash(r->entry, r->incarnation);
 	return rl_state_hash(req->dbid, req->algo, req->key, req->keylen);
 }
 

@@ -29,13 +29,14 @@ typedef struct RlPending
 } RlPending;
 
 /*
- * The hash of the state a receipt names by its entry (RL_RECEIPT_ENTRY):
- * its tally's and target's (refund.c), without its key (#9).
+ * The hash of a state a receipt names by its entry and incarnation
+ * (RL_RECEIPT_ENTRY): its tally's and target's (refund.c), without its key
+ * (#9).
  */
 static inline uint64
-rl_refund_entry_hash(const RlReceipt *r)
+rl_refund_entry_hash(uint32 entry, uint64 incarnation)
 {
-	return rl_id_hash(((uint64) r->entry << 32) | (uint32) r->incarnation);
+	return rl_id_hash(((uint64) entry << 32) | (uint32) incarnation);
 }
 
 #endif							/* RL_REFUND_PENDING_H */

@@ -21,10 +21,10 @@
  * added into one pair (refund.c): receipts of one class, and of a window
  * algorithm in one window (a bucket's refund reads no time, and with one
  * burst B its composed bound stays B).  Given back, it is what the pair
- * would give back.  What a tally cannot take (another class or window, a
- * receipt of its state that goes to its target: a log's, or one of a call
- * with several receipts) first moves the tally to its target ("spills"
- * it, as the pair it would have been), so a state's tally is always newer
+ * would give back.  What a tally cannot take (another class or window, or
+ * a receipt of its state that goes to its target: one of a class past the
+ * RL_TALLY_CLASSES kept) first moves the tally to its target ("spills" it,
+ * as the pair it would have been), so a state's tally is always newer
  * than its target's amounts of the same level, and refunds newest first
  * give back the tally first, then the level's amounts.  The table is of
  * one level: a receipt of a newer level (pending, or tracked at once)
@@ -63,26 +63,6 @@ static uint32 *used = NULL;		/* the slots taken, in order (at most
 								 * RL_TALLY_ROOM of them) */
 
 /*
- * The slot of the receipt's state: its tally's, or the free one where it
- * would go.
- */
-static RlTally *
-tally_slot(const RlPending *p)
-{
-	uint32		i;
-
-	for (i = (uint32) p->hash & rl_tally_mask;; i = (i + 1) & rl_tally_mask)
-	{
-		RlTally    *t = &rl_tallies[i];
-
-		if (t->entry == 0 ||
-			(t->entry == p->r.entry &&
-			 t->incarnation == (uint32) p->r.incarnation))
-			return t;
-	}
-}
-
-/*
  * A table of twice the slots (the first one: RL_TALLY_FIRST), the tallies
  * moved into it.  Raises an error if memory runs out, changing nothing (a
  * part allocated is freed with the transaction's context).
@@ -107,12 +87,10 @@ tally_grow(void)
 	for (i = 0; i < rl_tally_used; i++)
 	{
 		const RlTally *t = &rl_tallies[used[i]];
-		RlReceipt	r;
 		uint32		j;
 
-		r.entry = t->entry;
-		r.incarnation = t->incarnation;
-		for (j = (uint32) rl_refund_entry_hash(&r) & (n - 1);
+		for (j = (uint32) rl_refund_entry_hash(t->entry, t->incarnation) &
+			 (n - 1);
 			 grown[j].entry != 0; j = (j + 1) & (n - 1))
 			;
 		grown[j] = *t;
@@ -169,11 +147,9 @@ tally_class(const RlPending *p)
 static bool
 tally_same_window(RlTallyClass *c, int64 t, int64 u)
 {
-	if (c->kind != RL_TARGET_WINDOW)
-		return true;
-	if (u < c->window_start || u >= c->window_end)
+	if (!rl_tally_window_holds(c, u, u))
 		rl_window_bounds(&c->params, u, &c->window_start, &c->window_end);
-	return t >= c->window_start && t < c->window_end;
+	return rl_tally_window_holds(c, t, u);
 }
 
 /*
@@ -192,15 +168,14 @@ rl_tally_add_slow(const RlPending *p, uint32 *spill)
 	RlTally    *t = NULL;
 
 	if (rl_tally_mask != 0)
-		t = tally_slot(p);
+		t = rl_tally_slot(p);
 	cls = tally_class(p);
 	if (t != NULL && t->entry != 0 && t->cost > 0)
 	{
 		if (cls >= 0 && t->cls == (uint32) cls &&
 			tally_same_window(&rl_tally_classes[cls], t->time, p->r.time))
 		{
-			if (pg_add_s64_overflow(t->cost, p->r.params.cost, &t->cost))
-				t->cost = PG_INT64_MAX;
+			rl_tally_add_cost(t, p->r.params.cost);
 			rl_tally_last = (uint32) cls;
 			return RL_TALLIED;
 		}
@@ -215,7 +190,7 @@ rl_tally_add_slow(const RlPending *p, uint32 *spill)
 			rl_tally_used >= RL_TALLY_ROOM(rl_tally_mask + 1))
 		{
 			tally_grow();
-			t = tally_slot(p);
+			t = rl_tally_slot(p);
 		}
 		t->entry = p->r.entry;
 		t->incarnation = (uint32) p->r.incarnation;
@@ -252,7 +227,7 @@ rl_tally_receipt(uint32 i, RlPending *p)
 	p->r.time = t->time;
 	p->r.incarnation = t->incarnation;
 	p->r.entry = t->entry;
-	p->hash = rl_refund_entry_hash(&p->r);
+	p->hash = rl_refund_entry_hash(t->entry, t->incarnation);
 	return true;
 }
 
@@ -288,13 +263,11 @@ rl_tally_refund(void)
 	for (i = rl_tally_used; i-- > 0;)
 	{
 		RlPending	p;
-		RlRequest	req;
 
 		if (!rl_tally_receipt(i, &p))
 			continue;
 		rl_tally_spilled(i);
-		rl_request_for_key(&req, p.dbid, p.algo, NULL, 0);
-		(void) rl_engine(p.r.engine)->refund(&req, &p.r);
+		rl_refund_pending_give(&p);
 	}
 	rl_tally_clear();
 }

@@ -203,58 +203,42 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 /*
  * The entry holding the state a receipt of a request consumed from, or
  * NULL if that state is gone (reset, reclaimed once idle, evicted) or was
- * created again since; the partition lock of the request's key is held.
- * A receipt naming its entry is answered without the key (the tracker
- * keeps none for it): entries never move, and an entry's incarnation is
- * new each time a state is created in it.
+ * created again since; its partition lock (receipt_partition) is held.
+ * Every receipt of the store names its entry (store_receipt), so the key
+ * is not needed (the refund tracker keeps none): entries never move, and
+ * an entry's incarnation is new each time a state is created in it.
  */
 static RlEntry *
-receipt_entry(const RlRequest *req, RlSlot slot, const RlReceipt *r)
+receipt_entry(const RlRequest *req, const RlReceipt *r)
 {
 	RlEntry    *e;
 
-	if (r->flags & RL_RECEIPT_ENTRY)
-	{
-		e = &rl_entries[r->entry - 1];
-		if (!(e->flags & RL_ENTRY_USED) || e->dbid != req->dbid ||
-			e->algo != req->algo)
-			return NULL;
-	}
-	else
-		e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
-	if (e == NULL || e->incarnation != r->incarnation)
+	Assert((r->flags & RL_RECEIPT_ENTRY) && r->entry > 0 &&
+		   r->entry <= (uint32) rl_store->nparts * rl_store->per_part);
+	e = &rl_entries[r->entry - 1];
+	if (!(e->flags & RL_ENTRY_USED) || e->dbid != req->dbid ||
+		e->algo != req->algo || e->incarnation != r->incarnation)
 		return NULL;
 	return e;
 }
 
-/*
- * The partition of the state a receipt of a request consumed from: its
- * entry's, or its key's.
- */
-static RlSlot
-receipt_slot(const RlRequest *req, const RlReceipt *r)
+/* The partition of the entry a receipt names. */
+static inline int
+receipt_partition(const RlReceipt *r)
 {
-	RlSlot		slot;
-
-	if (!(r->flags & RL_RECEIPT_ENTRY))
-		return rl_store_slot(req->dbid, req->algo, req->key, req->keylen);
-	Assert(r->entry > 0 &&
-		   r->entry <= (uint32) rl_store->nparts * rl_store->per_part);
-	slot.hash = 0;
-	slot.partno = (int) ((r->entry - 1) / rl_store->per_part);
-	return slot;
+	return (int) ((r->entry - 1) / rl_store->per_part);
 }
 
 /*
- * Give back what a receipt recorded; the partition lock of its state
- * (receipt_slot) is held exclusively.  A state that is gone, or was
+ * Give back what a receipt recorded; the partition lock of its entry
+ * (receipt_partition) is held exclusively.  A state that is gone, or was
  * created again since, has nothing to give back.
  */
 static void
-refund_locked(const RlRequest *req, RlSlot slot, const RlReceipt *r)
+refund_locked(const RlRequest *req, const RlReceipt *r)
 {
 	const RlAlgoRoutine *algo = rl_algo(req->algo);
-	RlEntry    *e = receipt_entry(req, slot, r);
+	RlEntry    *e = receipt_entry(req, r);
 	RlChain		chain;
 
 	if (e == NULL)
@@ -464,17 +448,17 @@ store_charge(const RlRequest *req, int64 now, RlOutcome *out)
 }
 
 /*
- * engine refund: see refund_locked.  A receipt naming its entry needs only
- * the request's database and algorithm.  Never raises.
+ * engine refund: see refund_locked.  Only the request's database and
+ * algorithm are read: the receipt names the entry.  Never raises.
  */
 static bool
 store_refund(const RlRequest *req, const RlReceipt *receipt)
 {
-	RlSlot		slot = receipt_slot(req, receipt);
+	int			partno = receipt_partition(receipt);
 
-	rl_part_lock(slot.partno, LW_EXCLUSIVE);
-	refund_locked(req, slot, receipt);
-	rl_part_unlock(slot.partno);
+	rl_part_lock(partno, LW_EXCLUSIVE);
+	refund_locked(req, receipt);
+	rl_part_unlock(partno);
 	return true;
 }
 
@@ -539,7 +523,7 @@ store_decide_all(const RlRequest *reqs, int n, int64 now,
 
 			if (receipts[i].engine == RL_ENGINE_NONE)
 				continue;
-			refund_locked(&reqs[i], slots[i], &receipts[i]);
+			refund_locked(&reqs[i], &receipts[i]);
 			look.params.cost = 0;
 			look.at = receipts[i].time;
 			(void) decide_locked(&look, slots[i], now, &call, &outs[i], &none,
