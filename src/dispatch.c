@@ -162,7 +162,7 @@ keep_receipt(RlDecision *d)
 static void
 fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 {
-	int64		t = req->at == RL_NO_TIME ? now : req->at;
+	int64		t = rl_request_time(req, now);
 
 	d->out.allowed = allow;
 	d->out.remaining = allow ?
@@ -185,7 +185,7 @@ fail_decision(const RlRequest *req, int64 now, bool allow, RlDecision *d)
 bool
 rl_override_decision(const RlRequest *req, int64 now, RlDecision *d)
 {
-	int64		t = req->at == RL_NO_TIME ? now : req->at;
+	int64		t = rl_request_time(req, now);
 
 	if ((req->override & RL_OVERRIDE_BLOCK) && t < req->blocked_until)
 	{
@@ -353,7 +353,7 @@ penalty_start(const RlRequest *req, int64 now, int backend, RlDecision *d)
 	char		buf[RL_MAX_STORED_KEY];
 	RlRequest	box;
 	RlDecision	bd;
-	int64		t = req->at == RL_NO_TIME ? now : req->at;
+	int64		t = rl_request_time(req, now);
 
 	if (d->out.allowed || d->failed || req->params.cost == 0)
 		return;
@@ -377,7 +377,7 @@ static inline bool
 answered_at(const RlRequest *req, int64 now)
 {
 	return ((req->override & RL_OVERRIDE_BLOCK) &&
-			(req->at == RL_NO_TIME ? now : req->at) < req->blocked_until) ||
+			rl_request_time(req, now) < req->blocked_until) ||
 		(req->override & RL_OVERRIDE_UNLIMITED);
 }
 

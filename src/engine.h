@@ -130,6 +130,16 @@ rl_request_init(RlRequest *req)
 	req->fail_mode = RL_SETTING;
 }
 
+/*
+ * The time a request is decided at: its "at" if it gave one, else now
+ * (the real clock, read by the caller).
+ */
+static inline int64
+rl_request_time(const RlRequest *req, int64 now)
+{
+	return req->at == RL_NO_TIME ? now : req->at;
+}
+
 /* A request naming the state of (database, algorithm, key), nothing more. */
 static inline void
 rl_request_for_key(RlRequest *req, Oid dbid, RlAlgo algo, const char *key,

@@ -145,7 +145,7 @@ static RlStatus
 decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 			  RlOutcome *out, RlReceipt *receipt, bool charge)
 {
-	int64		t = req->at == RL_NO_TIME ? now : req->at;
+	int64		t = rl_request_time(req, now);
 	RlStatus	status = RL_OK;
 	RlEntry    *e;
 
@@ -155,8 +155,7 @@ decide_locked(const RlRequest *req, RlSlot slot, int64 now, RlCall *call,
 	e = rl_store_find(slot, req->dbid, req->algo, req->key, req->keylen);
 	if (e != NULL)
 	{
-		if (t < e->last)
-			t = e->last;
+		t = Max(t, e->last);
 		call->busy = e;
 		call->for_durable |= (e->flags & RL_ENTRY_DURABLE) != 0;
 		if (!entry_decide(e, false, t, &req->params, out, call, charge))
@@ -391,9 +390,7 @@ decide_fast(const RlRequest *req, RlSlot slot, int64 now, RlOutcome *out,
 		SpinLockRelease(&part->fast_lock);
 		return false;
 	}
-	t = req->at == RL_NO_TIME ? now : req->at;
-	if (t < e->last)
-		t = e->last;
+	t = Max(rl_request_time(req, now), e->last);
 	(void) algo->decide(&e->st, false, t, e->last, &req->params, out, NULL);
 	e->last = t;
 	e->idle_at = out->reset_at;

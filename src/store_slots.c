@@ -175,7 +175,7 @@ static RlSlotResult
 slot_take(const RlRequest *req, RlSlot slot, int64 now, bool queue,
 		  RlSlotWaiter *me, RlCall *call, RlReceipt *receipt)
 {
-	int64		t = req->at == RL_NO_TIME ? now : req->at;
+	int64		t = rl_request_time(req, now);
 	bool		fresh = false;
 	int64		waiting = 0;
 	bool		any;
